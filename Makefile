@@ -1,0 +1,40 @@
+# Two commands do everything on a fresh machine with Python 3.11:
+#   make run    install into .venv and run the main job on built-in data (diabetes)
+#   make test   install into .venv (with test extras) and run the test suite
+PYTHON ?= python3.11
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+TORCH  ?= torch==2.13.0
+OUT    ?= dubito-report
+export OMP_NUM_THREADS ?= 1
+export MKL_NUM_THREADS ?= 1
+export OPENBLAS_NUM_THREADS ?= 1
+
+.PHONY: venv install install-test run test test-slow clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+# torch first, pinned, where none is present: a bare `torch` requirement would pull a
+# multi-GB CUDA build; 2.13.0 is a local CPU wheel on the project's machines.
+venv: $(VENV)/bin/python
+	@$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q "$(TORCH)"
+
+install: venv
+	$(PIP) install -q -e .
+
+install-test: venv
+	$(PIP) install -q -e ".[test]"
+
+run: install
+	$(VENV)/bin/dubito run --data diabetes --method ensemble --out $(OUT)
+
+test: install-test
+	$(PY) -m pytest -q
+
+test-slow: install-test
+	$(PY) -m pytest -q -m slow
+
+clean:
+	rm -rf $(VENV) $(OUT) .pytest_cache build *.egg-info src/*.egg-info

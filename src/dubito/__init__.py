@@ -1,0 +1,3 @@
+"""dubito: honest uncertainty for deep networks."""
+
+__version__ = "0.1.0"

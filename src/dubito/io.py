@@ -1,0 +1,97 @@
+"""Persistence without pickle: safetensors for tensors, JSON for settings, written atomically.
+
+One model = one ``.safetensors`` file. Its string metadata holds ``dubito_format`` (the file
+format version), ``dubito_class`` (the estimator class name) and ``settings`` (a JSON
+document of constructor settings and fitted scalars). Loading checks all three and reports a
+corrupted, truncated or foreign file with one clear ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from safetensors import safe_open
+
+FORMAT_VERSION = "1"
+
+__all__ = ["atomic_write_bytes", "atomic_write_text", "save_tensors", "load_tensors", "FORMAT_VERSION"]
+
+
+def _atomic_replace(path: Path, write) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def atomic_write_bytes(path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the new one, never half."""
+    _atomic_replace(Path(path), lambda fh: fh.write(data))
+
+
+def atomic_write_text(path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def save_tensors(path, tensors: dict[str, torch.Tensor], cls_name: str, settings: dict) -> None:
+    """Atomically write tensors (safetensors) with the class name and JSON settings as metadata."""
+    path = Path(path)
+    metadata = {
+        "dubito_format": FORMAT_VERSION,
+        "dubito_class": cls_name,
+        "settings": json.dumps(settings, sort_keys=True),
+    }
+    cpu = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        save_file(cpu, tmp, metadata=metadata)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def load_tensors(path, cls_name: str, device="cpu") -> tuple[dict[str, torch.Tensor], dict]:
+    """Read a file written by `save_tensors`; check it is a dubito file of class ``cls_name``."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no model file at {path}")
+    try:
+        with safe_open(str(path), framework="pt") as fh:
+            metadata = fh.metadata() or {}
+        tensors = load_file(str(path), device=str(device))
+    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+        raise ValueError(f"{path} is not a readable safetensors model file (corrupted or truncated?): {exc}") from None
+    if metadata.get("dubito_format") is None or "dubito_class" not in metadata:
+        raise ValueError(f"{path} is a safetensors file but not a dubito model (no dubito metadata)")
+    if metadata["dubito_format"] != FORMAT_VERSION:
+        raise ValueError(
+            f"{path} has dubito file format {metadata['dubito_format']!r}; this version reads {FORMAT_VERSION!r}"
+        )
+    if metadata["dubito_class"] != cls_name:
+        raise ValueError(f"{path} holds a {metadata['dubito_class']}, not a {cls_name}")
+    try:
+        settings = json.loads(metadata.get("settings", "{}"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} has corrupted settings metadata: {exc}") from None
+    return tensors, settings
