@@ -1,0 +1,74 @@
+"""Persistence: safetensors + JSON, atomic, and clear errors on bad files."""
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from dubito.io import atomic_write_text, load_tensors, save_tensors
+
+
+def test_round_trip(tmp_path):
+    tensors = {"w": torch.randn(3, 4, dtype=torch.float64), "b": torch.arange(5)}
+    settings = {"n_members": 5, "hidden": [128, 64], "lam": 1e-3}
+    path = tmp_path / "m.safetensors"
+    save_tensors(path, tensors, "Thing", settings)
+    got, got_settings = load_tensors(path, "Thing")
+    assert got_settings == settings
+    assert set(got) == {"w", "b"}
+    assert torch.equal(got["w"], tensors["w"]) and torch.equal(got["b"], tensors["b"])
+    assert [p.name for p in tmp_path.iterdir()] == ["m.safetensors"]  # no temp files left
+
+
+def test_truncated_file(tmp_path):
+    path = tmp_path / "m.safetensors"
+    save_tensors(path, {"w": torch.randn(100)}, "Thing", {})
+    raw = path.read_bytes()
+    path.write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(ValueError, match="not a readable safetensors"):
+        load_tensors(path, "Thing")
+
+
+def test_garbage_file(tmp_path):
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(b"\x80\x04not a model at all" * 10)
+    with pytest.raises(ValueError, match="not a readable safetensors"):
+        load_tensors(path, "Thing")
+
+
+def test_foreign_safetensors(tmp_path):
+    path = tmp_path / "other.safetensors"
+    save_file({"x": torch.zeros(2)}, str(path))
+    with pytest.raises(ValueError, match="not a dubito model"):
+        load_tensors(path, "Thing")
+
+
+def test_wrong_class_and_version(tmp_path):
+    path = tmp_path / "m.safetensors"
+    save_tensors(path, {"x": torch.zeros(2)}, "Other", {})
+    with pytest.raises(ValueError, match="holds a Other, not a Thing"):
+        load_tensors(path, "Thing")
+    save_file({"x": torch.zeros(2)}, str(path), metadata={"dubito_format": "99", "dubito_class": "Thing"})
+    with pytest.raises(ValueError, match="file format '99'"):
+        load_tensors(path, "Thing")
+    save_file({"x": torch.zeros(2)}, str(path), metadata={"dubito_format": "1", "dubito_class": "Thing", "settings": "{oops"})
+    with pytest.raises(ValueError, match="corrupted settings"):
+        load_tensors(path, "Thing")
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no model file"):
+        load_tensors(tmp_path / "nope.safetensors", "Thing")
+
+
+def test_atomic_write_keeps_old_file_on_failure(tmp_path, monkeypatch):
+    path = tmp_path / "report.md"
+    atomic_write_text(path, "old")
+    import dubito.io as dio
+
+    def boom(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(dio.os, "replace", boom)
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write_text(path, "new")
+    assert path.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md"]
