@@ -1,0 +1,76 @@
+"""Metrics of predictive distributions: pure functions of (predictive, y), numpy in, numpy/floats out.
+
+* :mod:`dubito.metrics.scoring` - proper scores (``nll``, ``crps`` and its closed forms,
+  ``interval_score``, ``pinball``) and point errors (``rmse``, ``mae``, ...).
+* :mod:`dubito.metrics.calibration` - PIT, coverage and width of central intervals,
+  calibration curve and error, marginal calibration.
+* :mod:`dubito.metrics.ood` - ``auroc``, ``aupr``, ``fpr_at_tpr``; OOD is the positive class and
+  a higher score means more OOD.
+* :mod:`dubito.metrics.summary` - ``regression_summary``: one stable dict of all of the above.
+"""
+
+from dubito.metrics import ood
+from dubito.metrics.calibration import (
+    DEFAULT_LEVELS,
+    CalibrationCurve,
+    MarginalCalibration,
+    calibration_curve,
+    calibration_error,
+    coverage,
+    marginal_calibration,
+    pit,
+    width,
+)
+from dubito.metrics.ood import aupr, auroc, fpr_at_tpr
+from dubito.metrics.scoring import (
+    absolute_error,
+    crps,
+    crps_ensemble,
+    crps_mixture,
+    crps_normal,
+    crps_quadrature,
+    interval_score,
+    mae,
+    nll,
+    pinball,
+    register_crps,
+    rmse,
+    squared_error,
+)
+from dubito.metrics.summary import SUMMARY_LEVELS, level_key, regression_summary
+
+__all__ = [
+    "ood",
+    # scoring
+    "nll",
+    "crps",
+    "crps_normal",
+    "crps_mixture",
+    "crps_ensemble",
+    "crps_quadrature",
+    "register_crps",
+    "interval_score",
+    "pinball",
+    "squared_error",
+    "absolute_error",
+    "rmse",
+    "mae",
+    # calibration
+    "DEFAULT_LEVELS",
+    "pit",
+    "coverage",
+    "width",
+    "CalibrationCurve",
+    "calibration_curve",
+    "calibration_error",
+    "MarginalCalibration",
+    "marginal_calibration",
+    # ood
+    "auroc",
+    "aupr",
+    "fpr_at_tpr",
+    # summary
+    "SUMMARY_LEVELS",
+    "level_key",
+    "regression_summary",
+]

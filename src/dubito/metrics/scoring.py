@@ -1,0 +1,451 @@
+"""Proper scoring rules and point errors for regression predictives.
+
+Every function takes a :class:`~dubito.predictive.base.RegressionPredictive` ``pred`` over N
+inputs and the observed responses ``y`` of shape (N,) (numpy array or torch tensor), and
+returns a per-point float64 array of shape (N,) (average it with ``.mean()``), except
+:func:`rmse` and :func:`mae` which return floats. All scores are negatively oriented: lower is
+better.
+
+Naming follows scoringrules: ``crps`` is generic and dispatches on the kind of predictive to a
+closed form (``crps_normal``, ``crps_mixture``) or, for any other predictive, to numerical
+quadrature (``crps_quadrature``). The ``crps_<family>`` functions work on raw arrays.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from scipy import special
+
+from dubito.predictive.base import RegressionPredictive, as_numpy
+
+__all__ = [
+    "nll",
+    "crps",
+    "crps_normal",
+    "crps_mixture",
+    "crps_ensemble",
+    "crps_quadrature",
+    "register_crps",
+    "interval_score",
+    "pinball",
+    "squared_error",
+    "absolute_error",
+    "rmse",
+    "mae",
+]
+
+_INV_SQRT_PI = 1.0 / math.sqrt(math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+# ---------------------------------------------------------------------------- validation
+def check_pred(pred) -> RegressionPredictive:
+    """Raise TypeError unless ``pred`` is a RegressionPredictive."""
+    if not isinstance(pred, RegressionPredictive):
+        raise TypeError(f"pred must be a dubito RegressionPredictive, got {type(pred).__name__}")
+    return pred
+
+
+def check_pred_y(pred, y) -> tuple[RegressionPredictive, np.ndarray]:
+    """``pred`` and ``y`` as a float64 (N,) array; ValueError on a length mismatch or NaN/inf."""
+    check_pred(pred)
+    arr = as_numpy(y, "y")
+    n = len(pred)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(
+            f"y must have shape ({n},): one observed response per input of the predictive "
+            f"({n} inputs), got shape {arr.shape}"
+        )
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"y must be finite; it holds {int(np.sum(~np.isfinite(arr)))} NaN/inf value(s)")
+    return pred, arr
+
+
+def check_levels(levels, name: str = "level") -> tuple[np.ndarray, bool]:
+    """Levels as a 1-D float64 array (each strictly inside (0, 1)) and whether a scalar was given."""
+    arr = as_numpy(levels, name)
+    scalar = arr.ndim == 0
+    arr = np.atleast_1d(arr)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name} must be a scalar or a non-empty 1-D sequence, got shape {arr.shape}")
+    if np.any(~np.isfinite(arr)) or np.any((arr <= 0) | (arr >= 1)):
+        raise ValueError(f"each {name} must lie strictly between 0 and 1, got {arr.tolist()}")
+    return arr, scalar
+
+
+# ---------------------------------------------------------------------------- log score
+def nll(pred, y) -> np.ndarray:
+    """Negative log predictive density (log score), per point: ``-log p(y_i | x_i)``.
+
+    The logarithmic score of Good (1952); strictly proper (Gneiting & Raftery 2007, sec. 4.1).
+    Returns shape (N,).
+    """
+    pred, y = check_pred_y(pred, y)
+    return -np.asarray(pred.log_prob(y), dtype=np.float64)
+
+
+# ---------------------------------------------------------------------------- CRPS closed forms
+def crps_normal(mean, std, y) -> np.ndarray:
+    """CRPS of N(mean, std^2) at y (arrays broadcast together), closed form.
+
+    CRPS(N(mu, s^2), y) = s * [ z (2 Phi(z) - 1) + 2 phi(z) - 1/sqrt(pi) ],  z = (y - mu) / s
+
+    Gneiting, Raftery, Westveld & Goldman (2005), eq. 5; Gneiting & Raftery (2007), eq. 21.
+    For s = 0 (a point mass) it is |y - mu|.
+    """
+    mean, std, y = np.broadcast_arrays(as_numpy(mean, "mean"), as_numpy(std, "std"), as_numpy(y, "y"))
+    if np.any(std < 0):
+        raise ValueError("std must be non-negative")
+    d = y - mean
+    pos = std > 0
+    s = np.where(pos, std, 1.0)
+    z = d / s
+    out = s * (z * (2.0 * special.ndtr(z) - 1.0) + 2.0 * _INV_SQRT_2PI * np.exp(-0.5 * z * z) - _INV_SQRT_PI)
+    return np.where(pos, out, np.abs(d))
+
+
+def _a_fn(mu: np.ndarray, s2: np.ndarray) -> np.ndarray:
+    """A(mu, s^2) = E|X| for X ~ N(mu, s^2) = 2 s phi(mu/s) + mu (2 Phi(mu/s) - 1); |mu| at s = 0."""
+    pos = s2 > 0
+    s = np.sqrt(np.where(pos, s2, 1.0))
+    z = mu / s
+    out = 2.0 * s * _INV_SQRT_2PI * np.exp(-0.5 * z * z) + mu * (2.0 * special.ndtr(z) - 1.0)
+    return np.where(pos, out, np.abs(mu))
+
+
+# elements of the (chunk, M*(M-1)/2) pair arrays per chunk: ~8 MB each, ~100 MB peak
+_PAIR_BUDGET = 1 << 20
+
+
+def crps_mixture(weights, means, variances, y, *, chunk_size: int | None = None) -> np.ndarray:
+    """CRPS of the Gaussian mixture sum_i w_i N(mu_i, s_i^2) at y, exact closed form.
+
+    CRPS = sum_i w_i A(y - mu_i, s_i^2) - 1/2 sum_{i,j} w_i w_j A(mu_i - mu_j, s_i^2 + s_j^2),
+    A(mu, s^2) = 2 s phi(mu / s) + mu (2 Phi(mu / s) - 1)   (= E|X| for X ~ N(mu, s^2)),
+
+    Grimit, Gneiting, Berrocal & Johnson (2006), eq. 5 (the kernel form E|X - y| - E|X - X'|/2
+    of Gneiting & Raftery 2007, eq. 22). O(N M^2): the double sum uses its symmetry
+    (diagonal terms A(0, 2 s_i^2) = 2 s_i / sqrt(pi), plus twice the pairs i < j) and is
+    evaluated in chunks of inputs so memory stays ~100 MB whatever N (N=10k, M=50 is fine).
+
+    Parameters
+    ----------
+    weights, means, variances : arrays of shape (N, M) (or broadcastable to it; (M,) for one
+        mixture shared by all inputs). Weights must be non-negative; each row is normalised
+        to sum to one. Variances must be non-negative (zero gives a point mass).
+    y : shape (N,) (or scalar).
+    chunk_size : inputs per chunk (default: chosen from M).
+
+    Returns shape (N,).
+    """
+    w = np.atleast_2d(as_numpy(weights, "weights"))
+    mu = np.atleast_2d(as_numpy(means, "means"))
+    var = np.atleast_2d(as_numpy(variances, "variances"))
+    y = np.atleast_1d(as_numpy(y, "y"))
+    if y.ndim != 1:
+        raise ValueError(f"y must be a scalar or 1-D, got shape {y.shape}")
+    try:
+        w, mu, var = np.broadcast_arrays(w, mu, var)
+        n = max(w.shape[0], y.shape[0])
+        w, mu, var = (np.broadcast_to(a, (n, a.shape[1])) for a in (w, mu, var))
+        y = np.broadcast_to(y, (n,))
+    except ValueError:
+        raise ValueError(
+            f"shapes do not match: weights {np.shape(weights)}, means {np.shape(means)}, "
+            f"variances {np.shape(variances)}, y {np.shape(y)}; expected (N, M), (N, M), (N, M), (N,)"
+        ) from None
+    if w.ndim != 2:
+        raise ValueError(f"mixture parameters must be (N, M), got {w.shape}")
+    if np.any(w < 0) or np.any(var < 0):
+        raise ValueError("mixture weights and variances must be non-negative")
+    total = w.sum(axis=1, keepdims=True)
+    if np.any(~(total > 0)):
+        raise ValueError("each row of mixture weights must have a positive sum")
+    w = w / total
+    m = w.shape[1]
+    iu, ju = np.triu_indices(m, k=1)
+    if chunk_size is None:
+        chunk_size = max(1, _PAIR_BUDGET // max(1, iu.size, m))
+    out = np.empty(n, dtype=np.float64)
+    for start in range(0, n, chunk_size):
+        sl = slice(start, min(n, start + chunk_size))
+        wc, mc, vc = w[sl], mu[sl], var[sl]
+        first = np.sum(wc * _a_fn(y[sl, None] - mc, vc), axis=1)
+        diag = np.sum(wc * wc * 2.0 * _INV_SQRT_PI * np.sqrt(vc), axis=1)
+        if iu.size:
+            pairs = np.sum(
+                wc[:, iu] * wc[:, ju] * _a_fn(mc[:, iu] - mc[:, ju], vc[:, iu] + vc[:, ju]), axis=1
+            )
+        else:
+            pairs = 0.0
+        out[sl] = first - 0.5 * (diag + 2.0 * pairs)
+    return out
+
+
+def crps_ensemble(draws, y) -> np.ndarray:
+    """CRPS of the empirical distribution of S draws per input, exact for that step CDF.
+
+    CRPS = (1/S) sum_s |x_s - y| - 1/(2 S^2) sum_{s,t} |x_s - x_t|
+
+    (Gneiting & Raftery 2007, eq. 22 with the empirical distribution; the "NRG"/V-statistic
+    form, identical to properscoring's ``crps_ensemble``). The pair sum is computed in
+    O(S log S) from the sorted draws: sum_{s,t}|x_s - x_t| = 2 sum_k (2k - S - 1) x_(k).
+
+    ``draws``: shape (S, N), as returned by ``pred.sample(S)``; ``y``: shape (N,). Returns (N,).
+    """
+    x = as_numpy(draws, "draws")
+    y = np.atleast_1d(as_numpy(y, "y"))
+    if x.ndim == 1:
+        x = x[:, None]
+    if x.ndim != 2 or y.ndim != 1 or x.shape[1] != y.shape[0] or x.shape[0] < 1:
+        raise ValueError(f"draws must be (S, N) and y (N,), got {x.shape} and {y.shape}")
+    s = x.shape[0]
+    first = np.mean(np.abs(x - y[None, :]), axis=0)
+    xs = np.sort(x, axis=0)
+    k = np.arange(1, s + 1, dtype=np.float64)[:, None]
+    pair = 2.0 * np.sum((2.0 * k - s - 1.0) * xs, axis=0)
+    return first - pair / (2.0 * s * s)
+
+
+# ---------------------------------------------------------------------------- CRPS by quadrature
+def _gl_panels(sub, rows: np.ndarray, a: np.ndarray, b: np.ndarray, left: np.ndarray, gx, gw) -> np.ndarray:
+    """Gauss-Legendre estimates of int_a^b g(t) dt on K flat panels of the inputs ``rows`` of ``sub``.
+
+    g = F^2 on panels left of y (``left``), (1 - F)^2 right of it. The panels' points are
+    grouped by input and padded to a rectangle so that one ``sub.cdf`` call on the inputs
+    concerned evaluates them all.
+    """
+    k, g = a.size, gx.size
+    half = 0.5 * (b - a)
+    pts = (0.5 * (a + b))[:, None] + half[:, None] * gx  # (K, G)
+    order = np.argsort(rows, kind="stable")
+    urows, first, counts = np.unique(rows[order], return_index=True, return_counts=True)
+    slot = np.empty(k, dtype=np.intp)
+    slot[order] = np.arange(k) - np.repeat(first, counts)
+    which = np.empty(k, dtype=np.intp)
+    which[order] = np.repeat(np.arange(urows.size), counts)
+    width = int(counts.max())
+    grid = np.repeat(pts[order[first], :1], width * g, axis=1)  # pad with a real point of the row
+    grid = grid.reshape(urows.size, width, g)
+    grid[which, slot] = pts
+    part = sub if urows.size == len(sub) else sub[urows]
+    f = np.asarray(part.cdf(grid.reshape(urows.size, width * g)), dtype=np.float64)
+    f = f.reshape(urows.size, width, g)[which, slot]
+    integrand = np.where(left[:, None], f * f, (1.0 - f) ** 2)
+    return half * (integrand @ gw)
+
+
+def crps_quadrature(
+    pred,
+    y,
+    n_grid: int = 33,
+    n_gauss: int = 8,
+    tail: float = 1e-6,
+    rtol: float = 1e-9,
+    max_depth: int = 30,
+) -> np.ndarray:
+    """CRPS of any predictive by adaptive numerical integration of its CDF.
+
+    CRPS(F, y) = int_{-inf}^{inf} (F(t) - 1{y <= t})^2 dt
+               = int_{-inf}^{y} F(t)^2 dt + int_{y}^{inf} (1 - F(t))^2 dt   (Matheson & Winkler 1976;
+                 Gneiting & Raftery 2007, eq. 20).
+
+    Initial nodes per input: the predictive quantiles at ``n_grid`` levels Phi(z_k), z_k evenly
+    spaced between Phi^{-1}(tail) and Phi^{-1}(1 - tail) (resolving the tails), together with
+    the levels j / n_grid (no panel holds more than 1/n_grid of the mass), plus y itself (so
+    the kink of the integrand at y is a node and an observation far outside the predictive is
+    covered). Each panel is integrated by ``n_gauss``-point Gauss-Legendre and compared with
+    the sum over its two halves; a panel is accepted when the two differ by at most
+    ``rtol`` times the input's first estimate of the CRPS, else its halves are refined in
+    turn (at most ``max_depth`` times). The tails beyond the outer quantiles are dropped:
+    they contribute at most tail^2 times the tail's extent, ~1e-12 relative for
+    light-tailed predictives. Against closed forms it agrees to ~1e-11 relative for Normals
+    and smooth mixtures and ~1e-7 for mixtures of far-apart, very narrow components
+    (tested to 1e-6).
+
+    Cost: about 2 n_grid quantiles (bisection on the CDF unless the predictive has an exact
+    quantile) and 3 n_gauss CDF evaluations per panel, plus refinement where needed,
+    computed in chunks of inputs. Returns shape (N,).
+    """
+    pred, y = check_pred_y(pred, y)
+    n_grid, n_gauss = int(n_grid), int(n_gauss)
+    if n_grid < 2 or n_gauss < 1:
+        raise ValueError("n_grid must be >= 2 and n_gauss >= 1")
+    if not 0 < tail < 0.5:
+        raise ValueError(f"tail must lie in (0, 0.5), got {tail}")
+    z = np.linspace(special.ndtri(tail), special.ndtri(1.0 - tail), n_grid)
+    levels = np.union1d(special.ndtr(z), np.arange(1, n_grid) / n_grid)[None, :]
+    gx, gw = np.polynomial.legendre.leggauss(n_gauss)
+    gx2 = np.concatenate([0.5 * (gx - 1.0), 0.5 * (gx + 1.0)])  # both halves of [-1, 1]
+    gw2 = 0.5 * np.concatenate([gw, gw])
+    n = len(pred)
+    out = np.empty(n, dtype=np.float64)
+    chunk = max(1, (1 << 17) // (levels.size * n_gauss))
+    for start in range(0, n, chunk):
+        idx = np.arange(start, min(n, start + chunk))
+        c = idx.size
+        sub = pred if c == n else pred[idx]
+        yc = y[idx]
+        q = np.asarray(sub.quantile(levels), dtype=np.float64)
+        nodes = np.sort(np.concatenate([q, yc[:, None]], axis=1), axis=1)
+        a, b = nodes[:, :-1].ravel(), nodes[:, 1:].ravel()
+        rows = np.repeat(np.arange(c), nodes.shape[1] - 1)
+        keep = b > a
+        a, b, rows = a[keep], b[keep], rows[keep]
+        left = b <= yc[rows]
+        whole = _gl_panels(sub, rows, a, b, left, gx, gw)
+        total = np.bincount(rows, weights=whole, minlength=c)
+        tol = rtol * np.maximum(total, np.finfo(np.float64).tiny)
+        acc = np.zeros(c)
+        for depth in range(max_depth + 1):
+            if a.size == 0:
+                break
+            both = _gl_panels(sub, rows, a, b, left, gx2, gw2)
+            done = (np.abs(both - whole) <= tol[rows]) | (depth == max_depth)
+            acc += np.bincount(rows[done], weights=both[done], minlength=c)
+            a, b, rows, left = a[~done], b[~done], rows[~done], left[~done]
+            if a.size == 0:
+                break
+            mid = 0.5 * (a + b)
+            a, b = np.concatenate([a, mid]), np.concatenate([mid, b])
+            rows, left = np.concatenate([rows, rows]), np.concatenate([left, left])
+            whole = _gl_panels(sub, rows, a, b, left, gx, gw)
+        out[idx] = acc
+    return out
+
+
+# ---------------------------------------------------------------------------- CRPS dispatch
+@functools.singledispatch
+def _crps_impl(pred, y: np.ndarray) -> np.ndarray:
+    return crps_quadrature(pred, y)
+
+
+_BUILTINS_REGISTERED = False
+
+
+def register_crps(cls):
+    """Decorator registering a closed-form CRPS ``func(pred, y) -> (N,)`` for predictive ``cls``.
+
+    ``y`` reaches ``func`` already validated as a float64 (N,) array.
+    """
+    return _crps_impl.register(cls)
+
+
+def _register_builtins() -> None:
+    """Register the closed forms of dubito's own predictives (lazily, to avoid import cycles)."""
+    global _BUILTINS_REGISTERED
+    if _BUILTINS_REGISTERED:
+        return
+    try:
+        from dubito.predictive.normal import Normal
+    except ImportError:  # pragma: no cover - the module is part of dubito
+        Normal = None
+    try:
+        from dubito.predictive.mixture import GaussianMixture
+    except ImportError:  # pragma: no cover
+        GaussianMixture = None
+    try:
+        from dubito.predictive.samples import Samples
+    except ImportError:  # pragma: no cover
+        Samples = None
+
+    if Normal is not None:
+
+        @_crps_impl.register(Normal)
+        def _(pred, y):
+            return crps_normal(pred.mean, pred.std, y)
+
+    if GaussianMixture is not None:
+
+        @_crps_impl.register(GaussianMixture)
+        def _(pred, y):
+            return crps_mixture(pred.weights, pred.means, pred.variances, y)
+
+    if Samples is not None:
+
+        @_crps_impl.register(Samples)
+        def _(pred, y):
+            mix = pred.as_mixture()
+            return crps_mixture(mix.weights, mix.means, mix.variances, y)
+
+    _BUILTINS_REGISTERED = True
+
+
+def crps(pred, y) -> np.ndarray:
+    """Continuous ranked probability score per point, CRPS(F_i, y_i) = int (F_i(t) - 1{y_i <= t})^2 dt.
+
+    Strictly proper for predictives with a finite mean (Gneiting & Raftery 2007, eq. 20), in
+    the units of y. Dispatches on the type of ``pred``:
+
+    * ``Normal``            -> :func:`crps_normal` (closed form)
+    * ``GaussianMixture``   -> :func:`crps_mixture` (exact closed form, O(N M^2))
+    * ``Samples``           -> its ``as_mixture()`` -> :func:`crps_mixture`; exact both with
+      ``noise_std`` (components N(f_s, s_s^2)) and as a kernel density (components N(f_s, h^2))
+    * anything else         -> :func:`crps_quadrature`
+
+    Other predictives can add a closed form with :func:`register_crps`. Returns shape (N,).
+    """
+    pred, y = check_pred_y(pred, y)
+    _register_builtins()
+    return np.asarray(_crps_impl(pred, y), dtype=np.float64)
+
+
+# ---------------------------------------------------------------------------- interval / quantile
+def interval_score(pred, y, level: float = 0.95) -> np.ndarray:
+    """Interval score of the equal-tailed central ``level`` interval [l, u], per point.
+
+    IS_alpha(l, u; y) = (u - l) + (2/alpha) (l - y) 1{y < l} + (2/alpha) (y - u) 1{y > u},
+    alpha = 1 - level   (Gneiting & Raftery 2007, eq. 43). Proper for the (alpha/2, 1 - alpha/2)
+    quantiles. Returns shape (N,).
+    """
+    pred, y = check_pred_y(pred, y)
+    lv, scalar = check_levels(level, "level")
+    if not scalar:
+        raise ValueError("interval_score takes one level (a float)")
+    alpha = 1.0 - float(lv[0])
+    lo, hi = pred.interval(float(lv[0]))
+    lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+    return (hi - lo) + (2.0 / alpha) * np.maximum(lo - y, 0.0) + (2.0 / alpha) * np.maximum(y - hi, 0.0)
+
+
+def pinball(pred, y, q) -> np.ndarray:
+    """Pinball (quantile) loss of the predictive ``q``-quantile, per point.
+
+    rho_q(y - Q) = (y - Q) (q - 1{y < Q}) = max(q (y - Q), (q - 1)(y - Q)),  Q = F^{-1}(q)
+    (Koenker & Bassett 1978; Gneiting & Raftery 2007, eq. 40 with s(x) = x). Its average over
+    q in (0, 1) times 2 is the CRPS.
+
+    ``q``: a level in (0, 1) -> shape (N,); a sequence of k levels -> shape (N, k).
+    """
+    pred, y = check_pred_y(pred, y)
+    qs, scalar = check_levels(q, "q")
+    quant = np.asarray(pred.quantile(qs[None, :]), dtype=np.float64)  # (N, k)
+    d = y[:, None] - quant
+    loss = d * (qs[None, :] - (d < 0))
+    return loss[:, 0] if scalar else loss
+
+
+# ---------------------------------------------------------------------------- point errors
+def squared_error(pred, y) -> np.ndarray:
+    """(y_i - E[y | x_i])^2 per point, shape (N,)."""
+    pred, y = check_pred_y(pred, y)
+    return (y - np.asarray(pred.mean, dtype=np.float64)) ** 2
+
+
+def absolute_error(pred, y) -> np.ndarray:
+    """|y_i - E[y | x_i]| per point, shape (N,)."""
+    pred, y = check_pred_y(pred, y)
+    return np.abs(y - np.asarray(pred.mean, dtype=np.float64))
+
+
+def rmse(pred, y) -> float:
+    """Root mean squared error of the predictive mean: sqrt(mean_i (y_i - mu_i)^2)."""
+    return float(np.sqrt(np.mean(squared_error(pred, y))))
+
+
+def mae(pred, y) -> float:
+    """Mean absolute error of the predictive mean: mean_i |y_i - mu_i|."""
+    return float(np.mean(absolute_error(pred, y)))
