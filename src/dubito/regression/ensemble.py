@@ -1,0 +1,583 @@
+r"""Deep ensembles with the Bayesian correction of Hoffmann & Elster (2021).
+
+Hoffmann, L. & Elster, C., "Deep Ensembles from a Bayesian Perspective" (PTB, 2021); the
+implementation-grade spec is ``shared/specs/bayesian-ensembles.md``.
+
+Algorithm 1 of the paper:
+
+1. Train L heteroscedastic networks the usual deep-ensemble way (Lakshminarayanan et al.
+   2017, no adversarial training, no bootstrap): member l minimises the sum-form loss (4)
+   -L(theta; D) + (lambda/2) ||theta||^2 from its own random initialisation with its own
+   mini-batch order. Here all L members are trained *together*: stacked weights
+   (L, in, out), ``torch.baddbmm``, one Adam over all parameters, the loss summed over
+   members. Adam and coupled L2 act elementwise, so this is exactly L independent trainings.
+2. Post-processing: for each member, the closed-form variance (eq. 36)
+
+       gamma_l = p_h / ( sum_i ||h_l(x_i)||^2 / sigma_l^2(x_i) + p_h lambda_prior )
+
+   of an isotropic Gaussian over the last-layer weights of the mean head (Theorem 1), from the
+   member's own features h_l and variances sigma_l^2 on the full training set, in normalised
+   units (spec P5).
+
+Prediction (Theorem 2, Algorithm 2, spec Sec. 2.5): the posterior predictive is the mixture
+
+    pi(y | x, D) = (1/L) sum_l N(y; eta_l(x), sigma_l^2(x) + gamma_l ||h_l(x)||^2)
+
+so the mean is the ensemble mean (unchanged), the aleatoric variance is (1/L) sum_l sigma_l^2,
+and the epistemic variance is the members' spread (1/L normalisation, P1) plus
+(1/L) sum_l gamma_l ||h_l(x)||^2. ``correction="none"`` gives the conventional deep ensemble,
+eq. (5). Everything is returned in the user's units.
+
+lambda (spec pitfall P2): ``weight_decay`` is lambda_tab of the paper's tables. Under the
+default ``lambda_convention="per_sample"`` training minimises mean_i l_i + (lambda_tab/2)
+||theta||^2, i.e. ``Adam(weight_decay=lambda_tab)`` (coupled L2, never AdamW, P3) on the
+mean loss, and the prior precision in (36) is lambda_prior = N lambda_tab. Under ``"sum"``
+the optimiser decay is lambda_tab / N and lambda_prior = lambda_tab. All parameters are
+decayed, as prior (3) says.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils import check_random_state
+
+from dubito import io
+from dubito._validation import (
+    check_choice,
+    check_fitted,
+    check_float,
+    check_int,
+    validate_fit_data,
+    validate_predict_data,
+)
+from dubito.nn.batched import (
+    ACTIVATIONS,
+    BatchedGaussianMLP,
+    gaussian_nll,
+    member_permutations,
+)
+from dubito.predictive.mixture import GaussianMixture
+from dubito.regression._gamma import augment_bias, feature_sums
+
+__all__ = [
+    "DeepEnsembleRegressor",
+    "MemberComponents",
+    "LR_DROPS",
+    "lr_factor",
+    "member_generators",
+    "train_members",
+]
+
+#: Learning-rate schedules (spec pitfall P11), each over the last ``DROP_EPOCHS`` epochs:
+#: "halving"         x0.5 in each of the last 5 epochs, cumulative (x0.5 ... x0.03125):
+#:                   the paper's real-data schedule (Sec. 4.2 / Table 1).
+#: "step"            one x0.1 drop for the last 5 epochs: the paper's toy schedule
+#:                   ("drop factor 0.1 for the last five epochs", Sec. 4.1).
+#: "step_cumulative" x0.1 in each of the last 5 epochs, cumulative: the other reading of
+#:                   the toy sentence (P11).
+#: "none"            constant learning rate.
+LR_DROPS = ("halving", "step", "step_cumulative", "none")
+DROP_EPOCHS = 5
+
+#: Minimum number of training rows: the target is standardised by its standard deviation,
+#: which needs at least 2 rows (and 2 distinct values). Fewer is refused at ``fit``.
+MIN_SAMPLES = 2
+
+# Rows per forward chunk at prediction / gamma time: keeps (L, rows, width) float64
+# activations under ~128 MB.
+_CHUNK_ELEMENTS = 1 << 24
+
+
+def lr_factor(epoch: int, epochs: int, schedule: str) -> float:
+    """Multiplier of the base learning rate in ``epoch`` (0-based) of ``epochs``.
+
+    The drop covers the last ``min(5, epochs - 1)`` epochs (so a run always starts at the
+    base rate); the k-th dropped epoch (k = 1, 2, ...) gets 0.5^k ("halving"), 0.1 ("step")
+    or 0.1^k ("step_cumulative").
+    """
+    if schedule not in LR_DROPS:
+        raise ValueError(f"lr_drop must be one of {list(LR_DROPS)}, got {schedule!r}")
+    n_drop = min(DROP_EPOCHS, epochs - 1)
+    k = epoch - (epochs - n_drop) + 1  # 1 in the first dropped epoch
+    if schedule == "none" or k < 1:
+        return 1.0
+    if schedule == "halving":
+        return 0.5**k
+    if schedule == "step":
+        return 0.1
+    return 0.1**k  # step_cumulative
+
+
+def member_generators(random_state, n_members: int) -> list[torch.Generator]:
+    """One CPU ``torch.Generator`` per member, member l's seed a function of (seed, l) only.
+
+    ``random_state``: None, an int, or a ``numpy.random.RandomState`` (scikit-learn's
+    convention). Because member l's stream does not depend on ``n_members``, the first k
+    members of an L-member fit are the members of a k-member fit with the same int seed.
+    """
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+        base = int(random_state)
+    else:
+        base = int(check_random_state(random_state).randint(0, 2**31 - 1))
+    children = np.random.SeedSequence(base).spawn(n_members)
+    return [
+        torch.Generator().manual_seed(int(c.generate_state(1, np.uint64)[0] >> np.uint64(1)))
+        for c in children
+    ]
+
+
+def train_members(
+    net: BatchedGaussianMLP,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    generators,
+    lr: float,
+    weight_decay: float,
+    batch_size: int,
+    epochs: int,
+    lr_drop: str,
+    progress: bool = False,
+    description: str = "deep ensemble",
+) -> np.ndarray:
+    """Train all members of ``net`` together; returns the epoch-mean NLL per member, (epochs, L).
+
+    Each epoch every member draws its own permutation of the rows from its own generator and
+    walks through it in mini-batches of ``batch_size`` (the last one may be smaller). The
+    step minimises sum_l mean_{i in batch_l} l_i(theta_l) with one
+    ``torch.optim.Adam(weight_decay=weight_decay)`` (coupled L2) over all stacked parameters.
+    """
+    n = X.shape[0]
+    L = net.n_members
+    opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
+    curve = np.zeros((epochs, L))
+    net.train()
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    columns = (
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=Console(stderr=True), disable=not progress) as bar:
+        task = bar.add_task(f"{description} (L={L})", total=epochs)
+        for epoch in range(epochs):
+            for group in opt.param_groups:
+                group["lr"] = lr * lr_factor(epoch, epochs, lr_drop)
+            perms = member_permutations(n, generators, device=X.device)
+            total = torch.zeros(L, dtype=torch.float64, device=X.device)
+            for start in range(0, n, batch_size):
+                idx = perms[:, start : start + batch_size]  # (L, b): member l's rows
+                mean, var, _ = net(X[idx])
+                per_member = gaussian_nll(mean, var, y[idx])  # (L,)
+                opt.zero_grad(set_to_none=True)
+                per_member.sum().backward()
+                opt.step()
+                total += per_member.detach().double() * idx.shape[1]
+            curve[epoch] = (total / n).cpu().numpy()
+            bar.update(task, advance=1, description=f"{description} (L={L}) nll {curve[epoch].mean():.3f}")
+    net.eval()
+    return curve
+
+
+class MemberComponents(NamedTuple):
+    """Per-member predictions in the user's units, each (N, k) for the first k members.
+
+    means: eta_l(x); noise_variances: sigma_l^2(x); gamma_terms: gamma_l ||h_l(x)||^2
+    (gamma_l (||h_l(x)||^2 + 1) with ``random_bias``); gammas: (k,) gamma_l in normalised
+    units (eq. 36).
+    """
+
+    means: np.ndarray
+    noise_variances: np.ndarray
+    gamma_terms: np.ndarray
+    gammas: np.ndarray
+
+
+class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
+    r"""Deep ensemble of heteroscedastic MLPs with the Bayesian correction of Hoffmann & Elster.
+
+    See the module docstring for the method. ``fit`` trains the members together and computes
+    ``gammas_`` (eq. 36); ``predict`` is the ensemble mean; ``predict_distribution`` returns
+    a `GaussianMixture` with equal weights 1/L, component means eta_l(x), component variances
+    sigma_l^2(x) + gamma_l ||h_l(x)||^2 (``correction="bayes"``) or sigma_l^2(x) (``"none"``)
+    and noise variances sigma_l^2(x), so its ``epistemic_var`` / ``aleatoric_var`` are the
+    paper's; all in the user's units.
+
+    Parameters (defaults and their sources)
+    ----------
+    n_members : int, default 5
+        L. The paper uses L in {5, 10} on real data (Table 2); 10 on the toys.
+    hidden : tuple of int, default (128, 64, 32)
+        Hidden widths; the paper's architecture (Sec. 4), p_h = 32.
+    activation : {"relu", "tanh", "gelu", "silu"}, default "relu"
+        Not stated in the paper; ReLU is the spec's choice (Sec. 3.1).
+    lr : float, default 1e-3
+        Adam learning rate; Table 1 (QSAR, Yacht) and toy 2 (Fig. 4, left).
+    weight_decay : float or None, default None
+        lambda_tab (see ``lambda_convention``). None means 1/N (N = training rows): the
+        paper's simulated-data setting "lambda = 1/N" (Sec. 4.1), which under the per-sample
+        convention is a standard-normal prior on every weight (lambda_prior = 1). Table 1
+        uses 1e-2 (QSAR), 1e-3 (Yacht), 1e-5 (Blog), 1e-4 (Year).
+    lambda_convention : {"per_sample", "sum"}, default "per_sample"
+        How lambda_tab maps to the loss (spec P2). "per_sample": Adam(weight_decay=lambda_tab)
+        on the mean NLL, lambda_prior = N lambda_tab. "sum": weight decay lambda_tab / N,
+        lambda_prior = lambda_tab.
+    batch_size : int, default 64
+        Mini-batch size; the paper's toys and Blog (Table 1 uses 8-128).
+    epochs : int, default 60
+        The toys and QSAR (Table 1: 40-100).
+    lr_drop : {"halving", "step", "step_cumulative", "none"}, default "halving"
+        Schedule over the last 5 epochs (P11): "halving" is Table 1's real-data schedule,
+        "step" the toys' single x0.1 drop. See `LR_DROPS`.
+    correction : {"bayes", "none"}, default "bayes"
+        "bayes" adds gamma_l ||h_l(x)||^2 to each component (the paper's EXT); "none" is the
+        conventional deep ensemble (DE). ``gammas_`` are computed either way, and
+        ``predict_distribution(X, correction=...)`` can override per call.
+    random_bias : bool, default False
+        Treat the mean head's bias as random too (spec P4): h -> (h, 1), p_h -> p_h + 1.
+        The paper's Theorem 1 randomises only the weights.
+    device : str, default "cpu"
+        torch device for training and prediction ("cuda" where present); tensors stay there.
+    random_state : None, int or numpy RandomState, default None
+        Seeds initialisation and mini-batch order; member l's stream depends only on
+        (random_state, l), so with an int seed the first k members of an L-member ensemble
+        equal a k-member ensemble.
+    progress : bool, default True
+        Show a progress bar over epochs (rich, on stderr).
+
+    Fitted attributes
+    -----------------
+    net_ : BatchedGaussianMLP (float64, on ``device``); gammas_ : (L,) gamma_l, normalised
+    units; lambda_prior_ : float; weight_decay_ : float (lambda_tab used); n_train_ : int;
+    x_mean_, x_scale_ : (p,); y_mean_, y_scale_ : float (columns with zero spread get
+    scale 1); loss_curve_ : (epochs, L) epoch-mean training NLL; n_features_in_ (and
+    feature_names_in_ for DataFrames).
+
+    Training runs in float32; gamma and all predictions in float64 (spec P13). Inputs and
+    targets are standardised internally with the training mean and (population) standard
+    deviation; outputs are in the user's units (variances scale by y_scale_^2).
+    """
+
+    def __init__(
+        self,
+        n_members=5,
+        hidden=(128, 64, 32),
+        activation="relu",
+        lr=1e-3,
+        weight_decay=None,
+        lambda_convention="per_sample",
+        batch_size=64,
+        epochs=60,
+        lr_drop="halving",
+        correction="bayes",
+        random_bias=False,
+        device="cpu",
+        random_state=None,
+        progress=True,
+    ):
+        self.n_members = n_members
+        self.hidden = hidden
+        self.activation = activation
+        self.lr = lr
+        self.weight_decay = weight_decay
+        self.lambda_convention = lambda_convention
+        self.batch_size = batch_size
+        self.epochs = epochs
+        self.lr_drop = lr_drop
+        self.correction = correction
+        self.random_bias = random_bias
+        self.device = device
+        self.random_state = random_state
+        self.progress = progress
+
+    # ------------------------------------------------------------------ settings
+    def _settings(self) -> dict:
+        """Validated copies of the constructor settings (scikit-learn validates in fit)."""
+        hidden = self.hidden
+        if isinstance(hidden, (int, np.integer)) and not isinstance(hidden, bool):
+            hidden = (hidden,)
+        try:
+            hidden = tuple(check_int(h, "hidden widths", min_value=1) for h in hidden)
+        except TypeError:
+            raise ValueError(f"hidden must be a tuple of positive ints, got {self.hidden!r}") from None
+        if self.weight_decay is not None:
+            check_float(self.weight_decay, "weight_decay", strictly_positive=True)
+        for name in ("random_bias", "progress"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        return dict(
+            n_members=check_int(self.n_members, "n_members", min_value=1),
+            hidden=hidden,
+            activation=check_choice(self.activation, "activation", ACTIVATIONS),
+            lr=check_float(self.lr, "lr", strictly_positive=True),
+            lambda_convention=check_choice(self.lambda_convention, "lambda_convention", ("per_sample", "sum")),
+            batch_size=check_int(self.batch_size, "batch_size", min_value=1),
+            epochs=check_int(self.epochs, "epochs", min_value=1),
+            lr_drop=check_choice(self.lr_drop, "lr_drop", LR_DROPS),
+            correction=check_choice(self.correction, "correction", ("bayes", "none")),
+            device=_check_device(self.device),
+        )
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y):
+        """Train the ensemble on (X, y) and compute gamma_l (eq. 36). Returns self.
+
+        X: (n, p) numeric array-like or tensor; y: (n,) numeric, not constant;
+        n >= 2 (`MIN_SAMPLES`). No NaN/inf.
+        """
+        s = self._settings()
+        X, y = validate_fit_data(self, X, y, min_samples=MIN_SAMPLES)
+        n, p = X.shape
+        L = s["n_members"]
+        device = s["device"]
+
+        x_mean = X.mean(axis=0)
+        x_scale = X.std(axis=0)
+        x_scale[np.ptp(X, axis=0) == 0] = 1.0  # constant column: centre only (sd := 1)
+        y_mean, y_scale = float(y.mean()), float(y.std())
+        Xs = (X - x_mean) / x_scale
+        ys = (y - y_mean) / y_scale
+
+        lam_tab = 1.0 / n if self.weight_decay is None else float(self.weight_decay)
+        if s["lambda_convention"] == "per_sample":
+            opt_decay, lam_prior = lam_tab, n * lam_tab
+        else:
+            opt_decay, lam_prior = lam_tab / n, lam_tab
+
+        gens = member_generators(self.random_state, L)
+        net = BatchedGaussianMLP(L, p, s["hidden"], s["activation"], generators=gens,
+                                 dtype=torch.float32, device=device)
+        X32 = torch.as_tensor(Xs, dtype=torch.float32).to(device)
+        y32 = torch.as_tensor(ys, dtype=torch.float32).to(device)
+        curve = train_members(
+            net, X32, y32, generators=gens, lr=s["lr"], weight_decay=opt_decay,
+            batch_size=min(s["batch_size"], n), epochs=s["epochs"], lr_drop=s["lr_drop"],
+            progress=bool(self.progress),
+        )
+        del X32, y32
+
+        self.net_ = net.double()
+        self.x_mean_ = x_mean
+        self.x_scale_ = x_scale
+        self.y_mean_ = y_mean
+        self.y_scale_ = y_scale
+        self.weight_decay_ = lam_tab
+        self.lambda_prior_ = float(lam_prior)
+        self.n_train_ = int(n)
+        self.loss_curve_ = curve
+        self.gammas_ = self._compute_gammas(Xs)
+        return self
+
+    @torch.no_grad()
+    def _compute_gammas(self, Xs: np.ndarray) -> np.ndarray:
+        """Eq. (36) from each member's own h_l and sigma_l^2 on all training rows (P5)."""
+        net = self.net_
+        sums = torch.zeros(net.n_members, dtype=torch.float64, device=_param_device(net))
+        for chunk in self._chunks(Xs, net.n_members):
+            _, var, h = net(chunk)
+            if self.random_bias:
+                h = augment_bias(h)
+            sums += feature_sums(h, var)
+        p_h = net.n_hidden_out + int(bool(self.random_bias))
+        return (p_h / (sums + p_h * self.lambda_prior_)).cpu().numpy()
+
+    def _chunks(self, Xs: np.ndarray, k: int):
+        net = self.net_
+        width = max((net.n_features, *net.hidden))
+        step = max(1, _CHUNK_ELEMENTS // max(1, k * width))
+        dev = _param_device(net)
+        for start in range(0, Xs.shape[0], step):
+            yield torch.as_tensor(Xs[start : start + step], dtype=torch.float64).to(dev)
+
+    # ------------------------------------------------------------------ predict
+    def _n_members_arg(self, n_members) -> int:
+        L = self.net_.n_members
+        if n_members is None:
+            return L
+        k = check_int(n_members, "n_members", min_value=1)
+        if k > L:
+            raise ValueError(f"n_members={k} but the ensemble has only {L} members")
+        return k
+
+    @torch.no_grad()
+    def predict_components(self, X, *, n_members=None) -> MemberComponents:
+        """Per-member eta_l(x), sigma_l^2(x) and gamma_l ||h_l(x)||^2 in user units, (N, k).
+
+        ``n_members=k`` uses the first k members (nested ensembles, spec P16).
+        """
+        X = validate_predict_data(self, X)
+        k = self._n_members_arg(n_members)
+        Xs = (X - self.x_mean_) / self.x_scale_
+        members = slice(0, k)
+        gam = torch.as_tensor(self.gammas_[:k], dtype=torch.float64).to(_param_device(self.net_))
+        means, noise, terms = [], [], []
+        for chunk in self._chunks(Xs, k):
+            mean, var, h = self.net_(chunk, members)
+            hn2 = (h**2).sum(-1) + (1.0 if self.random_bias else 0.0)
+            means.append(mean.T.cpu())
+            noise.append(var.T.cpu())
+            terms.append((gam[:, None] * hn2).T.cpu())
+        s2 = self.y_scale_**2
+        return MemberComponents(
+            means=torch.cat(means).numpy() * self.y_scale_ + self.y_mean_,
+            noise_variances=torch.cat(noise).numpy() * s2,
+            gamma_terms=torch.cat(terms).numpy() * s2,
+            gammas=self.gammas_[:k].copy(),
+        )
+
+    def predict(self, X) -> np.ndarray:
+        """Predictive mean (1/L) sum_l eta_l(x) (eq. 6), in the user's units, shape (N,)."""
+        return self.predict_components(X).means.mean(axis=1)
+
+    def predict_distribution(self, X, *, n_members=None, correction=None) -> GaussianMixture:
+        """Posterior predictive pi(y | x, D) as an equal-weight Gaussian mixture (user units).
+
+        Components: means eta_l(x); variances sigma_l^2(x) + gamma_l ||h_l(x)||^2
+        (``correction="bayes"``, Algorithm 2 in closed form) or sigma_l^2(x) (``"none"``,
+        eq. 5); noise variances sigma_l^2(x). ``n_members=k``: the first k members (P16).
+        ``correction``: overrides the estimator's setting for this call.
+        """
+        correction = self.correction if correction is None else correction
+        check_choice(correction, "correction", ("bayes", "none"))
+        comp = self.predict_components(X, n_members=n_members)
+        var = comp.noise_variances + comp.gamma_terms if correction == "bayes" else comp.noise_variances
+        weights = np.full(comp.means.shape[1], 1.0 / comp.means.shape[1])
+        return GaussianMixture(weights, comp.means, var, noise_variances=comp.noise_variances)
+
+    @torch.no_grad()
+    def sample_posterior(self, X, n_samples, *, target="y", n_members=None, correction=None,
+                         random_state=None) -> np.ndarray:
+        """Algorithm 2 of the paper: joint draws over the rows of X, shape (n_samples, N).
+
+        Per draw: l ~ U{1..k}; W ~ N(W_l, gamma_l I) (gamma_l = 0 for ``correction="none"``);
+        eta(x) = W h_l(x) + b_l for every row x (``target="eta"``); y ~ N(eta(x), sigma_l^2(x))
+        (``target="y"``). User units. Memory grows as n_samples x N x p_h: meant for a
+        modest number of query points.
+        """
+        check_choice(target, "target", ("y", "eta"))
+        correction = self.correction if correction is None else correction
+        check_choice(correction, "correction", ("bayes", "none"))
+        n_samples = check_int(n_samples, "n_samples", min_value=1)
+        X = validate_predict_data(self, X)
+        k = self._n_members_arg(n_members)
+        rng = np.random.default_rng(random_state)
+        Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, dtype=torch.float64).to(_param_device(self.net_))
+        mean, var, h = self.net_(Xs, slice(0, k))
+        if self.random_bias:
+            h = augment_bias(h)
+        mean, var, h = mean.cpu().numpy(), var.cpu().numpy(), h.cpu().numpy()  # (k,N), (k,N), (k,N,p)
+        sd_w = np.sqrt(self.gammas_[:k]) if correction == "bayes" else np.zeros(k)
+        N, p = h.shape[1], h.shape[2]
+        out = np.empty((n_samples, N))
+        step = max(1, (1 << 22) // max(1, N * p))
+        for start in range(0, n_samples, step):
+            m = min(step, n_samples - start)
+            member = rng.integers(k, size=m)
+            E = rng.standard_normal((m, p))
+            eta = mean[member] + sd_w[member, None] * np.einsum("mp,mnp->mn", E, h[member])
+            if target == "y":
+                eta = eta + np.sqrt(var[member]) * rng.standard_normal((m, N))
+            out[start : start + m] = eta
+        return out * self.y_scale_ + self.y_mean_
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path) -> None:
+        """Write the fitted model to ``path`` (safetensors tensors + JSON settings; no pickle)."""
+        check_fitted(self)
+        params = self.get_params(deep=False)
+        params["hidden"] = list(self._settings()["hidden"])
+        rs = params["random_state"]
+        params["random_state"] = int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else None
+        params["device"] = str(params["device"])
+        fitted = dict(
+            n_features_in=int(self.n_features_in_),
+            lambda_prior=self.lambda_prior_,
+            weight_decay=self.weight_decay_,
+            n_train=self.n_train_,
+            y_mean=self.y_mean_,
+            y_scale=self.y_scale_,
+            feature_names_in=[str(c) for c in getattr(self, "feature_names_in_", [])] or None,
+        )
+        tensors = {f"net.{k}": v for k, v in self.net_.state_dict().items()}
+        tensors["gammas"] = torch.as_tensor(self.gammas_, dtype=torch.float64)
+        tensors["x_mean"] = torch.as_tensor(self.x_mean_, dtype=torch.float64)
+        tensors["x_scale"] = torch.as_tensor(self.x_scale_, dtype=torch.float64)
+        tensors["loss_curve"] = torch.as_tensor(self.loss_curve_, dtype=torch.float64)
+        io.save_tensors(path, tensors, type(self).__name__, {"params": params, "fitted": fitted})
+
+    @classmethod
+    def load(cls, path, *, device=None) -> "DeepEnsembleRegressor":
+        """Read a model written by `save`. ``device`` overrides the saved device setting.
+
+        A corrupted, truncated or foreign file raises ``ValueError``.
+        """
+        tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
+        try:
+            params = dict(settings["params"])
+            fitted = settings["fitted"]
+            params["hidden"] = tuple(params["hidden"])
+            if device is not None:
+                params["device"] = str(device)
+            est = cls(**params)
+            s = est._settings()
+            p = int(fitted["n_features_in"])
+            gens = [torch.Generator() for _ in range(s["n_members"])]  # values overwritten below
+            net = BatchedGaussianMLP(s["n_members"], p, s["hidden"], s["activation"],
+                                     generators=gens, dtype=torch.float64)
+            state = {k[len("net."):]: v for k, v in tensors.items() if k.startswith("net.")}
+            net.load_state_dict(state, strict=True)
+            est.net_ = net.double().to(s["device"])
+            est.gammas_ = tensors["gammas"].double().numpy()
+            est.x_mean_ = tensors["x_mean"].double().numpy()
+            est.x_scale_ = tensors["x_scale"].double().numpy()
+            est.loss_curve_ = tensors["loss_curve"].double().numpy()
+            est.y_mean_ = float(fitted["y_mean"])
+            est.y_scale_ = float(fitted["y_scale"])
+            est.lambda_prior_ = float(fitted["lambda_prior"])
+            est.weight_decay_ = float(fitted["weight_decay"])
+            est.n_train_ = int(fitted["n_train"])
+            est.n_features_in_ = p
+            if fitted.get("feature_names_in"):
+                est.feature_names_in_ = np.asarray(fitted["feature_names_in"], dtype=object)
+            shapes_ok = (
+                est.gammas_.shape == (s["n_members"],)
+                and est.x_mean_.shape == (p,)
+                and est.x_scale_.shape == (p,)
+            )
+        except (KeyError, TypeError, RuntimeError, AttributeError) as exc:
+            raise ValueError(f"{path} is a {cls.__name__} file with inconsistent contents (corrupted?): {exc}") from None
+        if not shapes_ok:
+            raise ValueError(f"{path} is a {cls.__name__} file with inconsistent tensor shapes (corrupted?)")
+        return est
+
+    # ------------------------------------------------------------------ sklearn
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False  # NaN/inf are refused at fit and predict
+        tags.input_tags.sparse = False
+        tags.target_tags.single_output = True
+        tags.target_tags.multi_output = False  # scalar response (GaussianMixture is per-input scalar)
+        return tags
+
+
+def _check_device(device) -> torch.device:
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device must be a torch device string such as 'cpu' or 'cuda', got {device!r}: {exc}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} but CUDA is not available here; use device='cpu'")
+    return dev
+
+
+def _param_device(net: torch.nn.Module) -> torch.device:
+    return next(net.parameters()).device

@@ -1,0 +1,118 @@
+"""save / load of DeepEnsembleRegressor through dubito.io (safetensors + JSON, no pickle)."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from dubito import io
+from dubito._validation import NotFittedError
+from dubito.data.synthetic import toy2
+from dubito.regression import DeepEnsembleRegressor
+
+
+@pytest.fixture(scope="module")
+def model_and_data():
+    X, y, _ = toy2(n=80, seed=0)
+    Xq, _, _ = toy2(n=15, seed=1)
+    est = DeepEnsembleRegressor(n_members=3, hidden=(8, 4), epochs=3, random_bias=True, weight_decay=0.01,
+                                lr_drop="step", correction="none", progress=False, random_state=4).fit(X, y)
+    return est, Xq
+
+
+def test_round_trip_gives_identical_predictions(model_and_data, tmp_path):
+    est, Xq = model_and_data
+    path = tmp_path / "ens.safetensors"
+    est.save(path)
+    back = DeepEnsembleRegressor.load(path)
+    assert back.get_params() == est.get_params()
+    np.testing.assert_array_equal(back.gammas_, est.gammas_)
+    np.testing.assert_array_equal(back.predict(Xq), est.predict(Xq))
+    for corr in ("bayes", "none"):
+        a, b = est.predict_distribution(Xq, correction=corr), back.predict_distribution(Xq, correction=corr)
+        for attr in ("means", "variances", "noise_variances"):
+            np.testing.assert_array_equal(getattr(a, attr), getattr(b, attr))
+    for attr in ("lambda_prior_", "weight_decay_", "n_train_", "y_mean_", "y_scale_", "n_features_in_"):
+        assert getattr(back, attr) == getattr(est, attr)
+    np.testing.assert_array_equal(back.loss_curve_, est.loss_curve_)
+    # the file is safetensors with JSON settings, not a pickle
+    with open(path, "rb") as fh:
+        header_len = int.from_bytes(fh.read(8), "little")
+        header = json.loads(fh.read(header_len))
+    assert header["__metadata__"]["dubito_class"] == "DeepEnsembleRegressor"
+
+
+def test_load_onto_explicit_device(model_and_data, tmp_path):
+    est, Xq = model_and_data
+    est.save(tmp_path / "m.safetensors")
+    back = DeepEnsembleRegressor.load(tmp_path / "m.safetensors", device="cpu")
+    assert next(back.net_.parameters()).device.type == "cpu"
+    assert next(back.net_.parameters()).dtype == torch.float64
+
+
+def test_save_before_fit_raises(tmp_path):
+    with pytest.raises(NotFittedError, match="not fitted"):
+        DeepEnsembleRegressor().save(tmp_path / "x.safetensors")
+
+
+def test_garbage_file(tmp_path):
+    p = tmp_path / "garbage.safetensors"
+    p.write_bytes(b"this is not a model file at all" * 10)
+    with pytest.raises(ValueError, match="not a readable safetensors"):
+        DeepEnsembleRegressor.load(p)
+
+
+def test_truncated_file(model_and_data, tmp_path):
+    est, _ = model_and_data
+    p = tmp_path / "t.safetensors"
+    est.save(p)
+    data = p.read_bytes()
+    p.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="corrupted or truncated"):
+        DeepEnsembleRegressor.load(p)
+
+
+def test_foreign_class_file(tmp_path):
+    p = tmp_path / "other.safetensors"
+    io.save_tensors(p, {"w": torch.zeros(2)}, "SomeOtherRegressor", {"a": 1})
+    with pytest.raises(ValueError, match="holds a SomeOtherRegressor"):
+        DeepEnsembleRegressor.load(p)
+
+
+def test_plain_safetensors_without_dubito_metadata(tmp_path):
+    from safetensors.torch import save_file
+
+    p = tmp_path / "plain.safetensors"
+    save_file({"w": torch.zeros(2)}, str(p))
+    with pytest.raises(ValueError, match="not a dubito model"):
+        DeepEnsembleRegressor.load(p)
+
+
+def test_right_class_but_inconsistent_contents(model_and_data, tmp_path):
+    est, _ = model_and_data
+    p = tmp_path / "bad.safetensors"
+    # settings without fitted scalars
+    io.save_tensors(p, {"gammas": torch.zeros(3)}, "DeepEnsembleRegressor", {"params": est.get_params()})
+    with pytest.raises(ValueError, match="inconsistent contents"):
+        DeepEnsembleRegressor.load(p)
+    # tensors missing from the network
+    est.save(p)
+    tensors, settings = io.load_tensors(p, "DeepEnsembleRegressor")
+    del tensors["net.mean_head.weight"]
+    io.save_tensors(p, tensors, "DeepEnsembleRegressor", settings)
+    with pytest.raises(ValueError, match="inconsistent contents"):
+        DeepEnsembleRegressor.load(p)
+    # wrong shapes
+    tensors, _ = io.load_tensors(tmp_path / "bad.safetensors", "DeepEnsembleRegressor")
+    est.save(p)
+    tensors, settings = io.load_tensors(p, "DeepEnsembleRegressor")
+    tensors["gammas"] = torch.zeros(7, dtype=torch.float64)
+    io.save_tensors(p, tensors, "DeepEnsembleRegressor", settings)
+    with pytest.raises(ValueError, match="inconsistent"):
+        DeepEnsembleRegressor.load(p)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        DeepEnsembleRegressor.load(tmp_path / "nope.safetensors")
