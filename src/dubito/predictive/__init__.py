@@ -1,4 +1,14 @@
 """Predictive distributions: what every dubito method returns (see base.py for the contract)."""
-from dubito.predictive.base import RegressionPredictive
+from dubito.predictive.base import RegressionPredictive, as_generator, as_numpy
+from dubito.predictive.mixture import GaussianMixture
+from dubito.predictive.normal import Normal
+from dubito.predictive.samples import Samples
 
-__all__ = ["RegressionPredictive"]
+__all__ = [
+    "RegressionPredictive",
+    "Normal",
+    "GaussianMixture",
+    "Samples",
+    "as_numpy",
+    "as_generator",
+]
