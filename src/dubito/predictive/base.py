@@ -35,7 +35,10 @@ __all__ = ["RegressionPredictive", "as_numpy", "as_generator"]
 def as_numpy(x, name: str = "array") -> np.ndarray:
     """float64 numpy view of an array-like or a (possibly CUDA, possibly grad-tracking) tensor."""
     if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor without importing torch
-        x = x.detach().cpu().numpy()
+        x = x.detach().cpu()
+        if str(x.dtype) == "torch.bfloat16":  # numpy has no bfloat16
+            x = x.float()
+        x = x.numpy()
     try:
         return np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -46,7 +49,7 @@ def as_generator(generator=None) -> np.random.Generator:
     """A numpy Generator from None (fresh entropy), an int seed, or a Generator."""
     if isinstance(generator, np.random.Generator):
         return generator
-    if generator is None or isinstance(generator, (int, np.integer)):
+    if generator is None or (isinstance(generator, (int, np.integer)) and not isinstance(generator, bool)):
         return np.random.default_rng(generator)
     raise ValueError(
         f"generator must be None, an int seed or a numpy.random.Generator, got {type(generator).__name__}"
@@ -146,6 +149,8 @@ class RegressionPredictive(ABC):
 
     def __getitem__(self, index) -> "RegressionPredictive":
         """Restrict to a subset of the inputs (int, slice, boolean mask or integer array)."""
+        if isinstance(index, (bool, np.bool_)):
+            raise IndexError("a predictive is indexed by int, slice, boolean mask or integer array, not a bool")
         idx = np.arange(len(self))[index]
         return self._subset(np.atleast_1d(idx))
 
@@ -154,7 +159,7 @@ class RegressionPredictive(ABC):
 
     # ------------------------------------------------------------------ defaults
     def _quantile(self, q: np.ndarray, tol: float = 1e-10, max_iter: int = 200) -> np.ndarray:
-        """Vectorised bisection on the CDF; q is (N, k) with entries in [0, 1]."""
+        """Vectorised bisection on the CDF to ``tol`` times each input's std; q is (N, k) in [0, 1]."""
         n, k = q.shape
         mean = np.broadcast_to(self.mean[:, None], (n, k))
         std = np.broadcast_to(np.maximum(self.std, 1e-300)[:, None], (n, k))
@@ -170,11 +175,11 @@ class RegressionPredictive(ABC):
             hi = np.where(bad_hi, mean + 2 * (hi - mean), hi)
         for _ in range(max_iter):
             mid = 0.5 * (lo + hi)
+            if np.all((hi - lo <= tol * std) | (mid == lo) | (mid == hi)):  # converged or at float resolution
+                break
             below = self._cdf(mid) < qc
             lo = np.where(below, mid, lo)
             hi = np.where(below, hi, mid)
-            if np.all(hi - lo <= tol * (1 + np.abs(mid))):
-                break
         return 0.5 * (lo + hi)
 
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
