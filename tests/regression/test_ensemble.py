@@ -283,3 +283,28 @@ def test_cuda_matches_cpu(data):
     assert next(gpu.net_.parameters()).device.type == "cuda"
     np.testing.assert_allclose(gpu.predict(Xq), cpu.predict(Xq), rtol=1e-3, atol=1e-3)
     np.testing.assert_allclose(gpu.gammas_, cpu.gammas_, rtol=1e-2)
+
+
+def test_chunked_prediction_and_gamma_equal_unchunked(fitted, data, monkeypatch):
+    """Row chunking (bounded memory for large N) does not change any number."""
+    import dubito.regression.ensemble as ens
+
+    X, _, Xq, _ = data
+    full = fitted.predict_components(Xq)
+    g_full = fitted._compute_gammas((X - fitted.x_mean_) / fitted.x_scale_)
+    monkeypatch.setattr(ens, "_CHUNK_ELEMENTS", 16 * 4 * 7)  # 7 rows per chunk
+    chunked = fitted.predict_components(Xq)
+    for a, b in zip(full, chunked):
+        np.testing.assert_allclose(a, b, rtol=1e-13)
+    np.testing.assert_allclose(fitted._compute_gammas((X - fitted.x_mean_) / fitted.x_scale_), g_full, rtol=1e-13)
+
+
+def test_no_hidden_layer_uses_inputs_as_features(data):
+    """hidden=(): eta = W x + b, so h(x) is the standardised input and p_h = n_features."""
+    X, y, Xq, _ = data
+    est = DeepEnsembleRegressor(n_members=2, **{**FAST, "hidden": ()}).fit(X, y)
+    Xs = (X - est.x_mean_) / est.x_scale_
+    _, var, h = _train_features(est, X)
+    np.testing.assert_allclose(h[0], Xs)
+    np.testing.assert_allclose(est.gammas_, gamma_closed_form(h, var, est.lambda_prior_), rtol=1e-12)
+    assert est.predict_distribution(Xq, n_members=1).n_components == 1
