@@ -1,0 +1,74 @@
+"""Command line: ``dubito run`` (the main job), ``dubito datasets``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="dubito: honest uncertainty for deep networks.")
+console = Console()
+
+
+def _one_thread():
+    """Small-matrix work on shared cores runs 10-50x slower with more than one thread."""
+    import torch
+
+    if "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(1)
+
+
+@app.command()
+def run(
+    data: str = typer.Option("diabetes", help="data set name (see `dubito datasets`)"),
+    method: str = typer.Option("ensemble", help="method name (see `dubito methods`)"),
+    out: Path = typer.Option(Path("dubito-report"), help="folder for report.md and its plots"),
+    split: int = typer.Option(0, help="which train/test split to use"),
+    seed: int = typer.Option(0, help="random seed of the method"),
+    device: str = typer.Option("cpu", help="torch device: cpu or cuda"),
+    epochs: int = typer.Option(None, help="override the method's number of training epochs"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
+):
+    """Fit a method on the first split of a data set, print its scores, write a report."""
+    from dubito.run import TABLE_COLUMNS, run as run_job
+
+    _one_thread()
+    overrides = {} if epochs is None else {"epochs": epochs}
+    try:
+        result = run_job(data, method, out, split=split, seed=seed, device=device, progress=not quiet, **overrides)
+    except (ValueError, FileNotFoundError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2)
+    table = Table(title=f"{method} on {data} (split {split}: {result.n_train} train / {result.n_test} test)")
+    table.add_column("predictive")
+    for _, label in TABLE_COLUMNS:
+        table.add_column(label, justify="right")
+    for name, summary in result.summaries.items():
+        table.add_row(name, *(f"{summary[key]:.4g}" for key, _ in TABLE_COLUMNS))
+    console.print(table)
+    console.print(f"fit: {result.fit_seconds:.1f} s; report: {result.files[0]}")
+
+
+@app.command()
+def datasets():
+    """List the data sets `dubito run --data` accepts."""
+    from dubito import data as ds
+
+    for name in ds.available():
+        console.print(name)
+
+
+@app.command()
+def methods():
+    """List the methods `dubito run --method` accepts."""
+    from dubito.methods import METHODS
+
+    for m in METHODS.values():
+        console.print(f"[bold]{m.name}[/bold]: {m.description} ({m.paper})")
+
+
+if __name__ == "__main__":
+    app()
