@@ -29,10 +29,10 @@ from dubito.metrics import (
     rmse,
     squared_error,
 )
-from dubito.predictive import RegressionPredictive
 from dubito.predictive.mixture import GaussianMixture
 from dubito.predictive.normal import Normal
 from dubito.predictive.samples import Samples
+from tests.laplace import Laplace
 
 RTOL = 1e-6
 
@@ -53,30 +53,6 @@ def _mixture_case(seed, n=200, m=6):
     sds = rng.uniform(0.05, 2.0, (n, m))
     y = rng.normal(0, 4, n)
     return w, means, sds, y
-
-
-class Laplace(RegressionPredictive):
-    """Test-only predictive with no CRPS closed form registered in dubito (forces quadrature)."""
-
-    def __init__(self, loc, scale):
-        self.loc, self.scale = np.asarray(loc, float), np.asarray(scale, float)
-
-    @property
-    def mean(self):
-        return self.loc
-
-    @property
-    def var(self):
-        return 2 * self.scale**2
-
-    def _log_prob(self, y):
-        return stats.laplace.logpdf(y, self.loc[:, None], self.scale[:, None])
-
-    def _cdf(self, y):
-        return stats.laplace.cdf(y, self.loc[:, None], self.scale[:, None])
-
-    def _subset(self, index):
-        return Laplace(self.loc[index], self.scale[index])
 
 
 # ---------------------------------------------------------------------------- Normal

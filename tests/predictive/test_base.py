@@ -6,29 +6,8 @@ import pytest
 import torch
 from scipy import stats
 
-from dubito.predictive.base import RegressionPredictive, as_generator, as_numpy
-
-
-class Laplace(RegressionPredictive):
-    def __init__(self, loc, scale):
-        self.loc, self.scale = np.asarray(loc, float), np.asarray(scale, float)
-
-    @property
-    def mean(self):
-        return self.loc
-
-    @property
-    def var(self):
-        return 2 * self.scale**2
-
-    def _log_prob(self, y):
-        return stats.laplace.logpdf(y, self.loc[:, None], self.scale[:, None])
-
-    def _cdf(self, y):
-        return stats.laplace.cdf(y, self.loc[:, None], self.scale[:, None])
-
-    def _subset(self, index):
-        return Laplace(self.loc[index], self.scale[index])
+from dubito.predictive.base import as_generator, as_numpy
+from tests.laplace import Laplace
 
 
 @pytest.mark.parametrize("scale", [1e-12, 1.0, 1e6])

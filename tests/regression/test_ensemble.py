@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from dubito.data.synthetic import toy2, toy2_function
+from dubito.data.synthetic import toy2
 from dubito.predictive.mixture import GaussianMixture
 from dubito.regression import DeepEnsembleRegressor
 from dubito.regression._gamma import gamma_closed_form

@@ -15,7 +15,7 @@ import numpy as np
 
 from dubito.predictive.base import RegressionPredictive, as_numpy
 from dubito.predictive.mixture import GaussianMixture
-from dubito.predictive.normal import _first_bad, _frozen, _require_finite, _require_positive
+from dubito.predictive.normal import _frozen, _require_finite, _require_positive
 
 __all__ = ["Samples"]
 

@@ -38,7 +38,6 @@ decayed, as prior (3) says.
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
