@@ -1,4 +1,5 @@
-"""Command line: ``dubito run`` (the main job), ``dubito datasets``."""
+"""Command line: ``dubito run`` (the main job), ``bench`` / ``report`` (experiments),
+``datasets``, ``methods``, ``experiments``."""
 
 from __future__ import annotations
 
@@ -50,6 +51,67 @@ def run(
         table.add_row(name, *(f"{summary[key]:.4g}" for key, _ in TABLE_COLUMNS))
     console.print(table)
     console.print(f"fit: {result.fit_seconds:.1f} s; report: {result.files[0]}")
+
+
+def _names(value: str | None) -> list[str] | None:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+@app.command()
+def bench(
+    experiment: str = typer.Argument(..., help="experiment name (see `dubito experiments`)"),
+    preset: str = typer.Option("quick", help="quick (minutes, smoke test) or paper (the paper's protocol)"),
+    store: Path = typer.Option(Path("dubito-results.sqlite"), help="SQLite results store (created if absent)"),
+    executor: str = typer.Option("local", help="local (in-process), process (local pool) or dask"),
+    workers: int = typer.Option(None, help="worker processes for --executor process"),
+    scheduler: str = typer.Option(None, help="Dask scheduler address for --executor dask, e.g. tcp://127.0.0.1:8786"),
+    datasets: str = typer.Option(None, help="comma-separated subset of the preset's datasets"),
+    methods: str = typer.Option(None, help="comma-separated subset of the preset's methods"),
+    device: str = typer.Option("cpu", help="torch device for the cells: cpu or cuda"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
+):
+    """Run an experiment's grid into the results store; cells already stored are skipped."""
+    from dubito.experiments.runner import run_grid
+
+    _one_thread()
+    try:
+        summary = run_grid(
+            experiment, preset=preset, store=store, executor=executor, workers=workers, scheduler=scheduler,
+            datasets=_names(datasets), methods=_names(methods), device=device, progress=not quiet,
+        )
+    except (ValueError, FileNotFoundError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2)
+    if summary.failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def report(
+    experiment: str = typer.Argument(..., help="experiment name (see `dubito experiments`)"),
+    preset: str = typer.Option("paper", help="which preset's results to report"),
+    store: Path = typer.Option(Path("dubito-results.sqlite"), help="SQLite results store to read"),
+    out: Path = typer.Option(Path("docs/results"), help="folder for <experiment>.md and its plots"),
+):
+    """Write the Markdown report of an experiment (ours beside the paper's numbers) with plots."""
+    from dubito.experiments.report import write_report
+
+    try:
+        path = write_report(experiment, store=store, out_dir=out, preset=preset)
+    except (ValueError, FileNotFoundError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2)
+    console.print(f"report: {path}")
+
+
+@app.command()
+def experiments():
+    """List the experiments `dubito bench` accepts, with their presets."""
+    from dubito import experiments as ex
+
+    for name in ex.available():
+        e = ex.get(name)
+        console.print(f"[bold]{name}[/bold]: {e.title} ({e.paper}); presets: {', '.join(e.presets)}")
 
 
 @app.command()

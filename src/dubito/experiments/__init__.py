@@ -1,0 +1,27 @@
+"""Experiments: one module per paper, run as grids of cells into a SQLite store, reported
+beside the paper's numbers. `get(name)` returns an `Experiment`; `available()` lists names."""
+
+from __future__ import annotations
+
+import importlib
+
+from dubito.experiments.base import Cell, CellResult, Experiment, MetricSpec, PaperNumber, Preset
+
+#: experiment name -> module defining ``EXPERIMENT``
+_MODULES = {
+    "ensembles": "dubito.experiments.ensembles",
+    "uci": "dubito.experiments.uci",
+}
+
+__all__ = ["get", "available", "Cell", "CellResult", "Experiment", "MetricSpec", "PaperNumber", "Preset"]
+
+
+def available() -> list[str]:
+    return sorted(_MODULES)
+
+
+def get(name: str) -> Experiment:
+    """The experiment called ``name``; unknown names list the valid ones."""
+    if name not in _MODULES:
+        raise ValueError(f"unknown experiment {name!r}; available: {', '.join(available())}")
+    return importlib.import_module(_MODULES[name]).EXPERIMENT
