@@ -82,6 +82,8 @@ def bench(
     except (ValueError, FileNotFoundError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2)
+    if summary.interrupted:
+        raise typer.Exit(128 + summary.interrupted)  # 130 SIGINT, 143 SIGTERM
     if summary.failed:
         raise typer.Exit(1)
 

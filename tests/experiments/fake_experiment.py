@@ -89,3 +89,10 @@ EXPERIMENT = Experiment(
     n_splits=n_splits,
     unavailable=unavailable,
 )
+
+
+def torch_threads() -> int:
+    """Threads torch uses in this process (the process-pool test runs it in a worker)."""
+    import torch
+
+    return torch.get_num_threads()

@@ -4,6 +4,7 @@ beside the paper's numbers. `get(name)` returns an `Experiment`; `available()` l
 from __future__ import annotations
 
 import importlib
+import os
 
 from dubito.experiments.base import Cell, CellResult, Experiment, MetricSpec, PaperNumber, Preset
 
@@ -12,6 +13,14 @@ _MODULES = {
     "ensembles": "dubito.experiments.ensembles",
     "uci": "dubito.experiments.uci",
 }
+
+# Extra experiments from the environment, "name=package.module[,name=module...]": a module
+# outside dubito that defines EXPERIMENT (the tests' fake experiment in `python -m dubito.cli`
+# subprocesses; a user's own experiment). Built-in names win.
+for _item in filter(None, os.environ.get("DUBITO_EXTRA_EXPERIMENTS", "").split(",")):
+    _name, _, _module = _item.partition("=")
+    if _name.strip() and _module.strip():
+        _MODULES.setdefault(_name.strip(), _module.strip())
 
 __all__ = ["get", "available", "Cell", "CellResult", "Experiment", "MetricSpec", "PaperNumber", "Preset"]
 
