@@ -2,6 +2,7 @@
 two runner processes on one store, an incompatible store through the CLI."""
 from __future__ import annotations
 
+import json
 import signal
 import sqlite3
 import subprocess
@@ -65,7 +66,7 @@ def _finish_and_check(store, log, before):
     for key, row in before.items():
         assert after[key] == row  # metrics and finished_at: not recomputed, not rewritten
     for (dataset, method, split, seed), row in after.items():
-        assert row[1] == __import__("json").dumps(fake_experiment.numbers(dataset, method, split, seed))
+        assert row[1] == json.dumps(fake_experiment.numbers(dataset, method, split, seed))
     with ResultsStore(store) as st:
         assert st.claims() == []
     return summary

@@ -65,8 +65,7 @@ def test_unknown_names_list_valid_ones(fake, tmp_path, kwargs, message):
         run_grid(store=tmp_path / "r.sqlite", progress=False, **kwargs)
     assert message in str(info.value)
     assert runs(fake) == []
-    if "executor" not in kwargs:
-        assert not (tmp_path / "r.sqlite").exists()  # bad names are refused before the store is made
+    assert not (tmp_path / "r.sqlite").exists()  # bad names are refused before the store is made
 
 
 def test_resume_skips_done_cells_and_recomputes_nothing(fake, tmp_path):

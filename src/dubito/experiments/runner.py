@@ -42,7 +42,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from dubito.experiments.base import Cell, CellResult
-from dubito.experiments.executors import make_executor, parallelism
+from dubito.experiments.executors import KINDS, make_executor, parallelism
 from dubito.experiments.store import ResultsStore
 
 __all__ = ["GridSummary", "run_grid", "execute_cell"]
@@ -199,6 +199,8 @@ def run_grid(
     start = time.perf_counter()
     exp = experiments.get(experiment)
     cells = exp.cells(preset, datasets, methods)
+    if executor not in KINDS:  # before the store is created
+        raise ValueError(f"unknown executor {executor!r}; available: {', '.join(KINDS)}")
     missing = exp.unavailable(exp.preset(preset))
     unavailable = {d: why for d, why in missing.items() if not datasets or d in datasets}
     for dataset, why in unavailable.items():
