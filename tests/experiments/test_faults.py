@@ -96,7 +96,7 @@ def test_signal_mid_grid_then_rerun_completes(fake, tmp_path, monkeypatch, sig):
 
 def test_second_signal_abandons_the_running_cell(fake, tmp_path, monkeypatch):
     store = tmp_path / "r.sqlite"
-    proc = _start(store, fake)
+    proc = _start(store, fake, DUBITO_FAKE_SLEEP="0.5")  # both signals land inside one cell
     _wait_for_rows(proc, store, 2)
     proc.send_signal(signal.SIGINT)
     time.sleep(0.05)
