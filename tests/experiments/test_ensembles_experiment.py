@@ -142,7 +142,7 @@ def test_unavailable_lists_user_datasets_when_absent(monkeypatch, tmp_path):
     monkeypatch.setenv("DUBITO_DATA", str(tmp_path))
     missing = E.unavailable(E.preset("paper"))
     assert set(missing) == {"qsar", "blog", "msd"}
-    assert all("not found" in reason for reason in missing.values())
+    assert all("not found" in reason or "not set" in reason for reason in missing.values())
     assert E.unavailable(E.preset("quick")) == {}
     monkeypatch.delenv("DUBITO_DATA")
     assert set(E.unavailable(E.preset("paper"))) == {"qsar", "blog", "msd"}
@@ -233,3 +233,31 @@ def test_experiment_registry_and_notes():
     for word in ("seed", "nested", "lambda", "normalised", "P11"):
         assert word.lower() in E.notes.lower()
     assert E.n_splits("toy1") == 5 and E.n_splits("yacht") == 10 and E.n_splits("msd") == 1
+
+
+def test_quick_preset_end_to_end_through_run_grid_and_report(no_user_files, tmp_path):
+    """The quick preset through the engine into a tmp store (well under a minute), then the report."""
+    import time
+
+    from dubito.experiments.report import write_report
+    from dubito.experiments.runner import run_grid
+    from dubito.experiments.store import ResultsStore
+
+    store = tmp_path / "results.sqlite"
+    start = time.perf_counter()
+    summary = run_grid("ensembles", preset="quick", store=store, executor="local", progress=False)
+    assert time.perf_counter() - start < 90
+    assert (summary.done, summary.failed, summary.skipped) == (4, 0, 0)
+    with ResultsStore(store) as st:
+        rows = st.rows("ensembles", "quick")
+    assert sorted(r.dataset for r in rows) == sorted(["toy1", "toy2-N200", "toy2-L", "yacht"])
+    for r in rows:
+        assert list(r.variants) == ens.variant_names(r.dataset)
+    again = run_grid("ensembles", preset="quick", store=store, executor="local", progress=False)
+    assert (again.done, again.skipped) == (0, 4)  # resumes: nothing re-run
+
+    path = write_report("ensembles", store=store, out_dir=tmp_path / "out", preset="quick")
+    text = path.read_text()
+    for needle in ("toy1", "toy2-L", "yacht", "EXT L=10", "qsar"):
+        assert needle in text
+    assert (tmp_path / "out" / "ensembles").is_dir()
