@@ -159,23 +159,22 @@ TABLE1 = {
              "naval": (0.00, 0.00), "power": (4.11, 0.17), "protein": (4.71, 0.06), "wine": (0.64, 0.04),
              "yacht": (1.58, 0.48)},
 }
-SPREAD_NOTE = (
-    "+- as printed; it is most likely the standard deviation over the splits, not a standard error: the "
-    "table's MC-dropout column equals Gal & Ghahramani's (2016) standard errors times sqrt(20) "
-    "(boston RMSE 0.19 -> 0.85, concrete 0.12 -> 0.53), while its PBP column keeps standard errors"
-)
+SPREAD_NOTE = "+- as printed: most likely the sd over splits, not a standard error (see the notes)"
 
 
 def _paper_numbers() -> tuple[PaperNumber, ...]:
+    """Table 1's deep-ensemble column. The NLL appears twice: beside our exact mixture NLL
+    (``nll``) and beside ``nll_normal``, the moment-matched Gaussian that the paper scores."""
     out = []
     for metric, rows in TABLE1.items():
         for dataset, (value, spread) in rows.items():
             note = SPREAD_NOTE
-            if metric == "nll":
-                note += "; the paper's NLL is that of the moment-matched Gaussian (our nll_normal), ours `nll` is the exact mixture"
-            if dataset == "naval" and metric == "rmse":
-                note += "; printed to 2 decimals (0.00)"
-            out.append(PaperNumber(dataset, "DE", metric, value, spread, None, "Table 1, Deep Ensembles (with adversarial training)", note))
+            if metric == "rmse" and spread == 0.0:
+                note += "; printed to 2 decimals, so +-0.00 means an sd below 0.005"
+            targets = [("nll", "; ours: the exact mixture"), ("nll_normal", "; the paper's convention (moment-matched Gaussian)")] \
+                if metric == "nll" else [(metric, "")]
+            for key, extra in targets:
+                out.append(PaperNumber(dataset, "DE", key, value, spread, None, "Table 1, Deep Ensembles", note + extra))
     return tuple(out)
 
 
@@ -199,10 +198,31 @@ metrics on the test set in the data's own units. What differs:
 - Learning rate 0.01, not the paper's 0.1. {LR_NOTE}
 - No weight decay stated in the paper; we use lambda = 1e-8 (per-sample; the estimator needs lambda > 0).
 - Our `nll` is the exact mixture NLL; the paper scores the moment-matched Gaussian (our `nll_normal`).
-- The paper's +- are most likely standard deviations over splits (see the PaperNumber notes).
 - "EXT" adds Hoffmann & Elster's last-layer term gamma_l ||h_l(x)||^2 to each member's variance; the
   paper has no such variant.
 - Year Prediction MSD (Table 1's tenth row) is not part of this benchmark.
+- The paper's +- are most likely standard deviations over the splits, not standard errors: the table's
+  MC-dropout column equals Gal & Ghahramani's (2016) standard errors times sqrt(20) (boston RMSE
+  0.19 -> 0.85, concrete 0.12 -> 0.53), while its PBP column keeps PBP's standard errors. The flags
+  below therefore mark differences larger than one split-to-split sd; our own +- are standard errors.
+
+Findings against the paper (DE, 20 splits; 5 for protein):
+- NLL and RMSE agree with Table 1 on boston, concrete, energy, power and yacht (within the paper's
+  sd), and on wine with the paper's Gaussian NLL (0.94 vs 0.94; our mixture NLL is 0.99 because one
+  or two splits have a member that is over-confident on wine's integer-valued targets - EXT's extra
+  variance brings the mixture NLL to 0.92).
+- kin8nm, protein: ours are slightly better (kin8nm NLL -1.23 vs -1.20, RMSE 0.079 vs 0.09; protein
+  RMSE 4.58 vs 4.71, mixture NLL 2.81 vs 2.83 - the Gaussian NLL 2.84 agrees); flagged only because
+  the paper's sd is tiny. Yacht RMSE 1.03 vs 1.58 (better, NLL equal).
+- naval: NLL -4.39 (mixture) / -3.45 (Gaussian) against -5.63. This is the learning rate: naval's
+  target spread is tiny (sd 0.015), and at a fixed 0.01 Adam cannot settle the members to the
+  required precision (normalised residual sd about 0.06); the members' means scatter, so the
+  moment-matched Gaussian is much worse than the mixture. On splits 0-2, lr 0.003 gives RMSE 0.001,
+  NLL -5.67 (mixture) / -5.62 (Gaussian), i.e. the paper's number, at the cost of boston, energy and
+  yacht (see the learning-rate note). One rate for all nine, as in the paper, cannot match both.
+- EXT vs DE: the last-layer term widens the 95 % intervals by 0-3.3 % and changes the NLL by less
+  than 0.04 except on wine (-0.07); with N of several hundred to tens of thousands gamma_l is O(1/N),
+  so its contribution is small, as Hoffmann & Elster report for their larger data sets.
 """
 
 
