@@ -22,6 +22,7 @@ are removed, so the folder matches the Markdown.
 from __future__ import annotations
 
 import math
+import os
 import re
 import shlex
 from collections import defaultdict
@@ -364,7 +365,10 @@ def write_report(experiment: str, store, out_dir="docs/results", preset: str = "
     store_obj, store_path = _open_store(store, experiment, preset)
     store_shown = _display_path(store_path)
     out_dir = Path(out_dir)
-    bench_cmd = f"dubito bench {experiment} --preset {preset} --store {shlex.quote(store_shown)}"
+    data_env = os.environ.get("DUBITO_DATA")  # where the UCI copies came from, so the command is complete
+    bench_cmd = (f"DUBITO_DATA={shlex.quote(_display_path(Path(data_env)))} " if data_env else "") + (
+        f"dubito bench {experiment} --preset {preset} --store {shlex.quote(store_shown)}"
+    )
     report_cmd = (
         f"dubito report {experiment} --preset {preset} --store {shlex.quote(store_shown)} "
         f"--out {shlex.quote(_display_path(out_dir))}"
