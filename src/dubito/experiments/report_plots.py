@@ -165,7 +165,7 @@ def figure_curve_1d(curve: Mapping[str, Any], title: str = ""):
     """The data, the true function and each variant's mean and central interval (one panel each)."""
     c = check_curve_1d(curve)
     k = len(c["variants"])
-    ncols = min(k, 3)
+    ncols = 2 if k == 4 else min(k, 3)  # 4 panels as a 2x2 grid, not 3 + 1
     nrows = math.ceil(k / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 3.6 * nrows), squeeze=False, sharey=True)
     order = np.argsort(c["x"], kind="stable")
