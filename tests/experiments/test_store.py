@@ -234,3 +234,24 @@ def test_two_stores_created_at_once(tmp_path):
     conn = sqlite3.connect(path)
     assert dict(conn.execute("SELECT key, value FROM meta"))["schema_version"] == "1"
     conn.close()
+
+
+def test_git_commit_dirty_ignores_generated_reports(tmp_path):
+    """A rewritten report under docs/results does not mark the code dirty; any other change does."""
+    import subprocess
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "docs" / "results").mkdir(parents=True)
+    (tmp_path / "docs" / "results" / "uci.md").write_text("old")
+    (tmp_path / "code.py").write_text("x = 1")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    (tmp_path / "docs" / "results" / "uci.md").write_text("new")
+    (tmp_path / "docs" / "results" / "plot.png").write_bytes(b"png")
+    clean = git_commit(tmp_path / "docs")  # any folder of the checkout; cached per folder
+    assert clean is not None and not clean.endswith("-dirty")
+    (tmp_path / "code.py").write_text("x = 2")
+    assert git_commit(tmp_path).endswith("-dirty")

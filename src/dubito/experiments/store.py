@@ -116,7 +116,9 @@ def _git_commit_of(cwd: str) -> str | None:
 
     try:
         head = git("rev-parse", "HEAD").strip()
-        dirty = bool(git("status", "--porcelain").strip())
+        # generated reports (docs/results) do not make the code dirty: writing one report
+        # must not mark the next as made from uncommitted code
+        dirty = bool(git("status", "--porcelain", "--", ":(top)", ":(top,exclude)docs/results").strip())
     except (OSError, subprocess.SubprocessError):
         return None
     return f"{head}-dirty" if dirty else head or None
@@ -124,7 +126,8 @@ def _git_commit_of(cwd: str) -> str | None:
 
 def git_commit(cwd=None) -> str | None:
     """``git rev-parse HEAD`` of ``cwd`` (default: the working directory), with "-dirty" when
-    ``git status --porcelain`` lists anything; None outside a git checkout or without git.
+    ``git status --porcelain`` lists anything outside ``docs/results``; None outside a git
+    checkout or without git.
     Computed once per directory and process."""
     return _git_commit_of(str(Path(cwd or os.getcwd()).resolve()))
 
