@@ -30,7 +30,7 @@ from scipy.fft import next_fast_len
 from scipy.special import ndtri
 from scipy.stats import rankdata
 
-__all__ = ["split_rhat", "rhat", "ess", "ess_bulk", "autocovariance", "rank_normalize", "split_chains", "summarize"]
+__all__ = ["ConvergenceWarning", "split_rhat", "rhat", "ess", "ess_bulk", "autocovariance", "rank_normalize", "split_chains", "summarize"]
 
 
 def _as_draws(x) -> np.ndarray:
@@ -161,3 +161,8 @@ def summarize(x) -> dict[str, np.ndarray | float]:
     a = _as_draws(x)
     flat = a.reshape(-1, *a.shape[2:])
     return {"mean": flat.mean(axis=0), "sd": flat.std(axis=0, ddof=1), "rhat": rhat(a), "ess_bulk": ess_bulk(a)}
+
+
+class ConvergenceWarning(UserWarning):
+    """An inference run that did not converge: R-hat above threshold, NUTS divergences, or VI
+    stopped at its iteration limit before its stopping rule was met."""
