@@ -1,0 +1,474 @@
+r"""The two simplest baselines of the IC-NLM paper, and the shared machinery of the MLP baselines.
+
+Hoffmann, L. & Klein, N., "Marginally Calibrated Response Distributions for End-to-End
+Learning in Autonomous Driving" (Ann. Appl. Stat. 17, 2023); spec ``shared/specs/icnlm.md``
+§3.3 (benchmarks), §3.4 (metrics), §7.12-13.
+
+* `DeterministicRegressor`: the paper's "Deterministic DNN" / "uncalibrated learner", a
+  network trained on y with the MSE loss and Adam. The paper gives it no predictive
+  distribution; we give it the plug-in Gaussian y | x ~ N(f(x), sigma^2) with the
+  homoscedastic noise variance estimated from the training residuals,
+
+      sigma^2 = (1/n) sum_i (y_i - f(x_i))^2
+
+  (the maximum-likelihood estimate of a Gaussian noise variance given the fitted mean; in
+  user units, with f the trained network in float64). It is an in-sample estimate and so
+  optimistic for a network that fits its training set closely: a known limitation of this
+  baseline, not corrected here.
+* `NaiveRegressor`: the paper's "naive learner", which "always predicts 0°" (spec §3.3 [P]).
+  Its predictive is N(c, sigma^2) with the constant c (0 by default, the paper; or the
+  training mean) and sigma^2 = (1/n) sum_i (y_i - c)^2, the same residual formula (so with
+  c = 0 it is the training mean of y^2, and with the training mean it is the training
+  variance, ddof = 0).
+
+`_MLPRegressor` holds what the MLP baselines (this module, `dubito.regression.dropout`,
+`dubito.regression.mdn`) share: settings checks, internal standardisation of X and y,
+mini-batch Adam training with a progress bar, and ``save``/``load`` through `dubito.io`.
+
+Defaults (all baselines): Adam with lr 2.5e-4, batch size 32 and 60 epochs are the
+benchmarks' Keras settings (spec §2.2/§3.3 [C]); hidden widths (100, 50, 10) are PilotNet's
+dense tail (Bojarski et al. 2016; spec §2.2 [C]) without its 1164-unit layer, which sits on
+the convolutional trunk we do not have for tabular inputs; ReLU as in the paper [P].
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils import check_random_state
+
+from dubito import io
+from dubito._validation import (
+    check_choice,
+    check_fitted,
+    check_float,
+    check_int,
+    validate_fit_data,
+    validate_predict_data,
+)
+from dubito.nn.batched import ACTIVATIONS
+from dubito.nn.dropout_mlp import MLP
+from dubito.predictive.normal import Normal
+
+__all__ = ["DeterministicRegressor", "NaiveRegressor", "residual_variance"]
+
+#: Minimum number of training rows: the target is standardised by its standard deviation.
+MIN_SAMPLES = 2
+
+#: Rows x width elements per forward chunk at prediction (float64: 128 MB per activation).
+_CHUNK_ELEMENTS = 1 << 24
+
+
+def residual_variance(y: np.ndarray, fitted: np.ndarray) -> float:
+    """sigma^2 = (1/n) sum_i (y_i - fitted_i)^2: the ML homoscedastic Gaussian noise variance."""
+    r = np.asarray(y, dtype=np.float64) - np.asarray(fitted, dtype=np.float64)
+    return float(np.mean(r * r))
+
+
+def seeds_from(random_state, k: int) -> list[int]:
+    """k independent 63-bit seeds from ``random_state`` (None, int or numpy RandomState)."""
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+        base = int(random_state)
+    else:
+        base = int(check_random_state(random_state).randint(0, 2**31 - 1))
+    return [int(c.generate_state(1, np.uint64)[0] >> np.uint64(1)) for c in np.random.SeedSequence(base).spawn(k)]
+
+
+def _check_device(device) -> torch.device:
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device must be a torch device string such as 'cpu' or 'cuda', got {device!r}: {exc}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} but CUDA is not available here; use device='cpu'")
+    return dev
+
+
+def _check_bool(est, *names) -> None:
+    for name in names:
+        if not isinstance(getattr(est, name), (bool, np.bool_)):
+            raise ValueError(f"{name} must be True or False, got {getattr(est, name)!r}")
+
+
+def _check_hidden(hidden) -> tuple[int, ...]:
+    if isinstance(hidden, (int, np.integer)) and not isinstance(hidden, bool):
+        hidden = (hidden,)
+    try:
+        return tuple(check_int(h, "hidden widths", min_value=1) for h in hidden)
+    except TypeError:
+        raise ValueError(f"hidden must be a tuple of positive ints, got {hidden!r}") from None
+
+
+def _json_params(est) -> dict:
+    params = est.get_params(deep=False)
+    params["hidden"] = list(_check_hidden(params["hidden"])) if "hidden" in params else None
+    if params["hidden"] is None:
+        del params["hidden"]
+    rs = params.get("random_state")
+    params["random_state"] = int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else None
+    if "device" in params:
+        params["device"] = str(params["device"])
+    return params
+
+
+class _Standardised(RegressorMixin, BaseEstimator):
+    """Standardisation of X and y, fitted-data bookkeeping and the sklearn tags."""
+
+    def _fit_scaling(self, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        x_mean = X.mean(axis=0)
+        x_scale = X.std(axis=0)
+        x_scale[np.ptp(X, axis=0) == 0] = 1.0  # constant column: centre only (sd := 1)
+        self.x_mean_, self.x_scale_ = x_mean, x_scale
+        self.y_mean_, self.y_scale_ = float(y.mean()), float(y.std())
+        self.n_train_ = int(X.shape[0])
+        return (X - x_mean) / x_scale, (y - self.y_mean_) / self.y_scale_
+
+    def _standardise(self, X) -> np.ndarray:
+        X = validate_predict_data(self, X)
+        return (X - self.x_mean_) / self.x_scale_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False  # NaN/inf are refused at fit and predict
+        tags.input_tags.sparse = False
+        tags.target_tags.single_output = True
+        tags.target_tags.multi_output = False
+        return tags
+
+
+class _MLPRegressor(_Standardised):
+    """Shared settings, training loop and persistence of the MLP baselines (not public)."""
+
+    _description = "network"
+
+    # -------------------------------------------------------------- to implement
+    def _extra_settings(self) -> dict:
+        return {}
+
+    def _build_net(self, s: dict, n_features: int, generator=None, dtype=torch.float32) -> torch.nn.Module:
+        raise NotImplementedError
+
+    def _loss(self, net, xb, yb, generator) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _fitted_scalars(self) -> dict:
+        return {}
+
+    def _restore_scalars(self, fitted: dict) -> None:
+        pass
+
+    def _after_training(self, Xs: np.ndarray, y: np.ndarray) -> None:
+        pass
+
+    # -------------------------------------------------------------- settings
+    def _settings(self) -> dict:
+        """Validated copies of the constructor settings (scikit-learn validates in fit)."""
+        _check_bool(self, "progress")
+        s = dict(
+            hidden=_check_hidden(self.hidden),
+            activation=check_choice(self.activation, "activation", ACTIVATIONS),
+            lr=check_float(self.lr, "lr", strictly_positive=True),
+            weight_decay=check_float(self.weight_decay, "weight_decay", min_value=0.0),
+            batch_size=check_int(self.batch_size, "batch_size", min_value=1),
+            epochs=check_int(self.epochs, "epochs", min_value=1),
+            device=_check_device(self.device),
+        )
+        s.update(self._extra_settings())
+        return s
+
+    # -------------------------------------------------------------- fit
+    def _fit_net(self, X, y):
+        s = self._settings()
+        X, y = validate_fit_data(self, X, y, min_samples=MIN_SAMPLES)
+        Xs, ys = self._fit_scaling(X, y)
+        n, p = Xs.shape
+        init_seed, order_seed, dropout_seed, self.predict_seed_ = seeds_from(self.random_state, 4)
+        net = self._build_net(s, p, generator=torch.Generator().manual_seed(init_seed))
+        net = net.to(s["device"])
+        order = torch.Generator().manual_seed(order_seed)
+        drop = torch.Generator(device=s["device"]).manual_seed(dropout_seed)
+        X32 = torch.as_tensor(Xs, dtype=torch.float32).to(s["device"])
+        y32 = torch.as_tensor(ys, dtype=torch.float32).to(s["device"])
+        self.loss_curve_ = self._train(net, X32, y32, s, order, drop)
+        del X32, y32
+        self.net_ = net.double()
+        self._after_training(Xs, y)
+        return self
+
+    def _train(self, net, X, y, s, order, drop) -> np.ndarray:
+        """Mini-batch Adam (coupled L2 ``weight_decay``, as Keras' l2 regulariser) over
+        ``epochs`` epochs, a fresh permutation of the rows per epoch; returns the epoch-mean
+        training loss, (epochs,)."""
+        from rich.console import Console
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                   TimeRemainingColumn)
+
+        n = X.shape[0]
+        batch = min(s["batch_size"], n)
+        opt = torch.optim.Adam(net.parameters(), lr=s["lr"], weight_decay=s["weight_decay"])
+        curve = np.zeros(s["epochs"])
+        net.train()
+        columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), TimeRemainingColumn())
+        with Progress(*columns, console=Console(stderr=True), disable=not self.progress) as bar:
+            task = bar.add_task(self._description, total=s["epochs"])
+            for epoch in range(s["epochs"]):
+                perm = torch.randperm(n, generator=order).to(X.device)
+                total = torch.zeros((), dtype=torch.float64, device=X.device)
+                for start in range(0, n, batch):
+                    idx = perm[start : start + batch]
+                    loss = self._loss(net, X[idx], y[idx], drop)
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                    total += loss.detach().double() * idx.shape[0]
+                curve[epoch] = float(total) / n
+                bar.update(task, advance=1, description=f"{self._description} loss {curve[epoch]:.3f}")
+        net.eval()
+        return curve
+
+    def _chunks(self, Xs: np.ndarray, copies: int = 1):
+        """float64 tensors of at most ``_CHUNK_ELEMENTS / (copies * width)`` rows each."""
+        net = self.net_
+        width = max([Xs.shape[1], *self._settings_hidden(), 1])
+        step = max(1, _CHUNK_ELEMENTS // max(1, copies * width))
+        dev = next(net.parameters()).device
+        for start in range(0, Xs.shape[0], step):
+            yield torch.as_tensor(Xs[start : start + step], dtype=torch.float64).to(dev)
+
+    def _settings_hidden(self) -> tuple[int, ...]:
+        return _check_hidden(self.hidden)
+
+    # -------------------------------------------------------------- persistence
+    def save(self, path) -> None:
+        """Write the fitted model to ``path`` (safetensors tensors + JSON settings; no pickle)."""
+        check_fitted(self)
+        fitted = dict(
+            n_features_in=int(self.n_features_in_),
+            n_train=self.n_train_,
+            y_mean=self.y_mean_,
+            y_scale=self.y_scale_,
+            predict_seed=int(self.predict_seed_),
+            feature_names_in=[str(c) for c in getattr(self, "feature_names_in_", [])] or None,
+            **self._fitted_scalars(),
+        )
+        tensors = {f"net.{k}": v for k, v in self.net_.state_dict().items()}
+        tensors["x_mean"] = torch.as_tensor(self.x_mean_, dtype=torch.float64)
+        tensors["x_scale"] = torch.as_tensor(self.x_scale_, dtype=torch.float64)
+        tensors["loss_curve"] = torch.as_tensor(self.loss_curve_, dtype=torch.float64)
+        io.save_tensors(path, tensors, type(self).__name__, {"params": _json_params(self), "fitted": fitted})
+
+    @classmethod
+    def load(cls, path, *, device=None):
+        """Read a model written by `save`. ``device`` overrides the saved device setting.
+
+        A corrupted, truncated or foreign file raises ``ValueError``.
+        """
+        tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
+        try:
+            params = dict(settings["params"])
+            fitted = settings["fitted"]
+            params["hidden"] = tuple(params["hidden"])
+            if device is not None:
+                params["device"] = str(device)
+            est = cls(**params)
+            s = est._settings()
+            p = int(fitted["n_features_in"])
+            net = est._build_net(s, p, generator=None, dtype=torch.float64)
+            state = {k[len("net."):]: v for k, v in tensors.items() if k.startswith("net.")}
+            net.load_state_dict(state, strict=True)
+            est.net_ = net.double().to(s["device"])
+            est.x_mean_ = tensors["x_mean"].double().numpy()
+            est.x_scale_ = tensors["x_scale"].double().numpy()
+            est.loss_curve_ = tensors["loss_curve"].double().numpy()
+            est.y_mean_ = float(fitted["y_mean"])
+            est.y_scale_ = float(fitted["y_scale"])
+            est.n_train_ = int(fitted["n_train"])
+            est.predict_seed_ = int(fitted["predict_seed"])
+            est.n_features_in_ = p
+            if fitted.get("feature_names_in"):
+                est.feature_names_in_ = np.asarray(fitted["feature_names_in"], dtype=object)
+            est._restore_scalars(fitted)
+            shapes_ok = est.x_mean_.shape == (p,) and est.x_scale_.shape == (p,)
+        except (KeyError, TypeError, RuntimeError, AttributeError) as exc:
+            raise ValueError(f"{path} is a {cls.__name__} file with inconsistent contents (corrupted?): {exc}") from None
+        if not shapes_ok:
+            raise ValueError(f"{path} is a {cls.__name__} file with inconsistent tensor shapes (corrupted?)")
+        return est
+
+
+class DeterministicRegressor(_MLPRegressor):
+    r"""Plain MLP trained by MSE, with a homoscedastic Gaussian noise from the training residuals.
+
+    The IC-NLM paper's "Deterministic DNN" (= "uncalibrated learner", spec §3.3, §7.12): a
+    network f trained on (standardised) y with the mean squared error and Adam. Predictive:
+
+        y | x ~ N(f(x), sigma^2),   sigma^2 = (1/n) sum_i (y_i - f(x_i))^2
+
+    over the training rows (`residual_variance`, user units, f in float64 after training;
+    ``noise_var_``). ``aleatoric_var`` is sigma^2; ``epistemic_var`` is None (a single
+    network has no estimate of its model uncertainty). sigma^2 is in-sample, hence
+    optimistic for a network that fits its training data closely.
+
+    Parameters (defaults and their sources)
+    ----------
+    hidden : tuple of int, default (100, 50, 10)
+        PilotNet's dense tail (spec §2.2 [C]) without the 1164-unit layer that follows its
+        convolutions.
+    activation : {"relu", "tanh", "gelu", "silu"}, default "relu"
+        The paper's ReLU [P].
+    lr : float, default 2.5e-4
+        Adam learning rate of the benchmarks (spec §2.2/§3.3 [C]).
+    weight_decay : float, default 0.0
+        Coupled L2 (torch convention: loss + weight_decay/2 ||theta||^2); none is given for
+        this benchmark.
+    batch_size : int, default 32
+        Spec §2.2 [C].
+    epochs : int, default 60
+        "up to 60 epochs" (spec §2.2 [C]; the authors stopped by eye on validation loss).
+    device : str, default "cpu"
+    random_state : None, int or numpy RandomState, default None
+        Seeds initialisation and mini-batch order.
+    progress : bool, default True
+        Progress bar over epochs (rich, on stderr).
+
+    Fitted attributes
+    -----------------
+    net_ : MLP (float64); noise_var_ : float (user units); loss_curve_ : (epochs,) epoch-mean
+    training MSE in standardised units; x_mean_, x_scale_, y_mean_, y_scale_; n_train_;
+    n_features_in_ (and feature_names_in_).
+    """
+
+    _description = "deterministic MLP"
+
+    def __init__(self, hidden=(100, 50, 10), activation="relu", lr=2.5e-4, weight_decay=0.0, batch_size=32,
+                 epochs=60, device="cpu", random_state=None, progress=True):
+        self.hidden = hidden
+        self.activation = activation
+        self.lr = lr
+        self.weight_decay = weight_decay
+        self.batch_size = batch_size
+        self.epochs = epochs
+        self.device = device
+        self.random_state = random_state
+        self.progress = progress
+
+    def _build_net(self, s, n_features, generator=None, dtype=torch.float32):
+        return MLP(n_features, s["hidden"], 1, s["activation"], 0.0, generator=generator, dtype=dtype)
+
+    def _loss(self, net, xb, yb, generator):
+        return ((net(xb)[:, 0] - yb) ** 2).mean()
+
+    def _after_training(self, Xs, y):
+        self.noise_var_ = residual_variance(y, self._predict_standardised(Xs))
+
+    def _fitted_scalars(self):
+        return {"noise_var": self.noise_var_}
+
+    def _restore_scalars(self, fitted):
+        self.noise_var_ = float(fitted["noise_var"])
+
+    def fit(self, X, y):
+        """Train the network on (X, y) by MSE, then set ``noise_var_``. Returns self.
+
+        X: (n, p) numeric; y: (n,) numeric, not constant; n >= 2. No NaN/inf.
+        """
+        return self._fit_net(X, y)
+
+    @torch.no_grad()
+    def _predict_standardised(self, Xs: np.ndarray) -> np.ndarray:
+        out = [self.net_(chunk)[:, 0].cpu() for chunk in self._chunks(Xs)]
+        return torch.cat(out).numpy() * self.y_scale_ + self.y_mean_
+
+    def predict(self, X) -> np.ndarray:
+        """f(x) in the user's units, shape (N,)."""
+        return self._predict_standardised(self._standardise(X))
+
+    def predict_distribution(self, X) -> Normal:
+        """N(f(x), noise_var_) per input (user units); aleatoric_var = noise_var_."""
+        mean = self.predict(X)
+        var = np.full(mean.shape, self.noise_var_)
+        return Normal(mean, var, aleatoric_var=var)
+
+
+class NaiveRegressor(_Standardised):
+    r"""The IC-NLM paper's naive learner: a constant prediction with its residual Gaussian noise.
+
+    The paper's naive learner "always predicts 0°", i.e. drives straight (spec §3.3 [P]); it
+    only enters the point metrics (MAE, MSE, accuracy I/II, Table 1). Its predictive here is
+
+        y | x ~ N(c, sigma^2),   sigma^2 = (1/n) sum_i (y_i - c)^2   (training rows)
+
+    with c = ``constant`` (``strategy="constant"``, default 0: the paper) or the training mean
+    (``strategy="mean"``, then sigma^2 is the training variance, ddof = 0). The residual
+    formula is the one of `DeterministicRegressor`. x is ignored (but validated).
+
+    Parameters
+    ----------
+    strategy : {"constant", "mean"}, default "constant"
+    constant : float, default 0.0
+        The prediction under ``strategy="constant"`` (0° in the paper).
+
+    Fitted attributes
+    -----------------
+    center_ : float (c); noise_var_ : float; n_train_; n_features_in_ (and feature_names_in_).
+    The training data are validated like every dubito estimator's (a constant y is refused).
+    """
+
+    def __init__(self, strategy="constant", constant=0.0):
+        self.strategy = strategy
+        self.constant = constant
+
+    def fit(self, X, y):
+        """Set ``center_`` and ``noise_var_`` from the training targets. Returns self."""
+        check_choice(self.strategy, "strategy", ("constant", "mean"))
+        constant = check_float(self.constant, "constant")
+        X, y = validate_fit_data(self, X, y, min_samples=MIN_SAMPLES)
+        self.center_ = float(y.mean()) if self.strategy == "mean" else constant
+        self.noise_var_ = residual_variance(y, np.full(y.shape, self.center_))
+        self.n_train_ = int(X.shape[0])
+        return self
+
+    def predict(self, X) -> np.ndarray:
+        """c for every input, shape (N,)."""
+        X = validate_predict_data(self, X)
+        return np.full(X.shape[0], self.center_)
+
+    def predict_distribution(self, X) -> Normal:
+        """N(c, noise_var_) per input; aleatoric_var = noise_var_, epistemic_var None."""
+        mean = self.predict(X)
+        var = np.full(mean.shape, self.noise_var_)
+        return Normal(mean, var, aleatoric_var=var)
+
+    def save(self, path) -> None:
+        """Write the fitted model (no tensors to speak of; JSON settings in safetensors metadata)."""
+        check_fitted(self)
+        fitted = dict(center=self.center_, noise_var=self.noise_var_, n_train=self.n_train_,
+                      n_features_in=int(self.n_features_in_),
+                      feature_names_in=[str(c) for c in getattr(self, "feature_names_in_", [])] or None)
+        params = dict(strategy=self.strategy, constant=float(self.constant))
+        io.save_tensors(path, {"noise_var": torch.tensor([self.noise_var_], dtype=torch.float64)},
+                        type(self).__name__, {"params": params, "fitted": fitted})
+
+    @classmethod
+    def load(cls, path) -> "NaiveRegressor":
+        """Read a model written by `save`; a corrupted or foreign file raises ``ValueError``."""
+        _, settings = io.load_tensors(path, cls.__name__)
+        try:
+            est = cls(**settings["params"])
+            fitted = settings["fitted"]
+            est.center_ = float(fitted["center"])
+            est.noise_var_ = float(fitted["noise_var"])
+            est.n_train_ = int(fitted["n_train"])
+            est.n_features_in_ = int(fitted["n_features_in"])
+            if fitted.get("feature_names_in"):
+                est.feature_names_in_ = np.asarray(fitted["feature_names_in"], dtype=object)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{path} is a {cls.__name__} file with inconsistent contents (corrupted?): {exc}") from None
+        return est
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.regressor_tags.poor_score = True  # a constant predictor: R^2 <= 0 by design
+        return tags

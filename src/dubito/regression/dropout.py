@@ -1,0 +1,207 @@
+r"""Monte Carlo dropout (Gal & Ghahramani 2016), the MC-dropout benchmark of the IC-NLM paper.
+
+Gal, Y. & Ghahramani, Z., "Dropout as a Bayesian Approximation: Representing Model
+Uncertainty in Deep Learning" (ICML 2016); the benchmark's settings are those of Hoffmann &
+Klein (spec ``shared/specs/icnlm.md`` §3.3 [P/C], §7.13), who take the dropout rate from
+Michelmore et al. (2018).
+
+Training: an MLP with dropout p after every hidden layer (inverted dropout), trained on the
+standardised y by the MSE with Adam and coupled L2 weight decay (Gal & Ghahramani eq. 1).
+
+Prediction (their eq. 8): dropout stays on; T masks omega_1..omega_T ~ q(omega) give T
+thinned networks f_t, and
+
+    E[y | x] ~ (1/T) sum_t f_t(x),
+    Var[y | x] ~ tau^{-1} + (1/T) sum_t f_t(x)^2 - E[y | x]^2,
+
+with the homoscedastic observation-noise precision tau. All T passes are one batched forward
+(`dubito.nn.dropout_mlp.MLP` with stacked masks; row-chunked for bounded memory), not a loop
+over masks. Each mask is one sampled network shared by all inputs, so a prediction does not
+depend on the other rows of X, and the masks are seeded (``predict_seed_``, or the call's
+``random_state``), so ``predict_distribution`` is repeatable.
+
+The predictive is `Samples(draws (T, N), noise_std=sigma)` with sigma^2 = 1/tau: the
+equal-weight mixture (1/T) sum_t N(f_t(x), sigma^2), whose ``epistemic_var`` is the variance
+of the draws (ddof 0) and ``aleatoric_var`` is sigma^2; CRPS and NLL are exact through the
+mixture. ``noise`` chooses sigma:
+
+* ``"residual"`` (default): sigma^2 = (1/n) sum_i (y_i - f(x_i))^2 over the training rows, f
+  the network with dropout off (weight scaling, the standard approximation of the MC mean;
+  Srivastava et al. 2014), in user units -- the formula of `DeterministicRegressor`. In-sample,
+  so optimistic for a network that fits closely. (Gal & Ghahramani tune tau on validation
+  data; their closed form tau = (1 - p) l^2 / (2 N lambda) is not offered: with the benchmark's
+  lambda = 1e-6 it gives absurd noise levels for any usual prior length-scale l.)
+* ``"none"``: the authors' code (spec §3.3 [C]): no noise term; the predictive is a Gaussian
+  KDE of the T draws (``Samples`` without ``noise_std``, Scott's bandwidth), whose
+  epistemic/aleatoric split is unknown (None). Overconfident by construction (spec §7.13).
+* a positive float: sigma in the user's units (tau = 1/sigma^2), fixed by the user.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import torch
+
+from dubito._validation import check_float, check_int
+from dubito.nn.dropout_mlp import MLP
+from dubito.predictive.samples import Samples
+from dubito.regression.deterministic import _MLPRegressor, residual_variance, seeds_from
+
+__all__ = ["MCDropoutRegressor"]
+
+
+class MCDropoutRegressor(_MLPRegressor):
+    r"""MC dropout MLP: T dropout masks at prediction, predictive ``Samples(draws, noise_std)``.
+
+    See the module docstring for the method and the ``noise`` choices.
+
+    Parameters (defaults and their sources)
+    ----------
+    dropout : float, default 0.05
+        Dropout probability after every hidden layer: the benchmark's rate (spec §3.3 [C],
+        from Michelmore et al. 2018).
+    n_samples : int, default 1000
+        T, the dropout masks at prediction: "1,000 dropout masks at test time" (spec §3.3 [P]).
+        The cost of a prediction is T forward passes; the spec (§5, §7.13) suggests <= 200 on
+        a small CPU, reported with the count used.
+    noise : "residual", "none" or float > 0, default "residual"
+        Observation noise sigma (module docstring). "none" is the authors' code.
+    hidden : tuple of int, default (100, 50, 10)
+        PilotNet's dense tail (spec §2.2 [C]); at least one hidden layer (dropout acts on them).
+    activation : default "relu"
+        The paper's ReLU [P].
+    lr : float, default 2.5e-4
+        Adam learning rate (spec §3.3 [C]).
+    weight_decay : float, default 2e-6
+        Coupled L2 in torch's convention (loss + weight_decay/2 ||theta||^2): the benchmark's
+        Keras ``l2(1e-6)`` on weights and biases (loss + 1e-6 ||theta||^2; spec §3.3 [C]).
+    batch_size : int, default 32
+        Spec §2.2 [C].
+    epochs : int, default 60
+        Spec §2.2 [C] ("up to 60").
+    device : str, default "cpu"
+    random_state : None, int or numpy RandomState, default None
+        Seeds initialisation, mini-batch order, training masks and the prediction masks.
+    progress : bool, default True
+
+    Fitted attributes
+    -----------------
+    net_ : MLP (float64); noise_var_ : float or None (user units; None for ``noise="none"``);
+    predict_seed_ : int (seed of the prediction masks); loss_curve_ : (epochs,) epoch-mean
+    training MSE (standardised units, with dropout on); x_mean_, x_scale_, y_mean_, y_scale_;
+    n_train_; n_features_in_ (and feature_names_in_).
+    """
+
+    _description = "MC dropout"
+
+    def __init__(self, dropout=0.05, n_samples=1000, noise="residual", hidden=(100, 50, 10), activation="relu",
+                 lr=2.5e-4, weight_decay=2e-6, batch_size=32, epochs=60, device="cpu", random_state=None,
+                 progress=True):
+        self.dropout = dropout
+        self.n_samples = n_samples
+        self.noise = noise
+        self.hidden = hidden
+        self.activation = activation
+        self.lr = lr
+        self.weight_decay = weight_decay
+        self.batch_size = batch_size
+        self.epochs = epochs
+        self.device = device
+        self.random_state = random_state
+        self.progress = progress
+
+    # ------------------------------------------------------------------ settings
+    def _extra_settings(self) -> dict:
+        p = check_float(self.dropout, "dropout", min_value=0.0)
+        if p >= 1.0:
+            raise ValueError(f"dropout must be < 1, got {p}")
+        noise = self.noise
+        if isinstance(noise, str):
+            if noise not in ("residual", "none"):
+                raise ValueError(f"noise must be 'residual', 'none' or a positive float (sigma), got {noise!r}")
+        elif isinstance(noise, numbers.Real) and not isinstance(noise, bool):
+            noise = check_float(noise, "noise", strictly_positive=True)
+        else:
+            raise ValueError(f"noise must be 'residual', 'none' or a positive float (sigma), got {noise!r}")
+        if not self.hidden and not isinstance(self.hidden, (int, np.integer)):
+            raise ValueError("MC dropout needs at least one hidden layer (dropout acts on hidden units); got hidden=()")
+        return dict(dropout=p, n_samples=check_int(self.n_samples, "n_samples", min_value=1), noise=noise)
+
+    def _build_net(self, s, n_features, generator=None, dtype=torch.float32):
+        return MLP(n_features, s["hidden"], 1, s["activation"], s["dropout"], generator=generator, dtype=dtype)
+
+    def _loss(self, net, xb, yb, generator):
+        return ((net(xb, generator=generator)[:, 0] - yb) ** 2).mean()
+
+    def _after_training(self, Xs, y):
+        noise = self._settings()["noise"]
+        if noise == "residual":
+            self.noise_var_ = residual_variance(y, self._predict_weight_scaled(Xs))
+        elif noise == "none":
+            self.noise_var_ = None
+        else:
+            self.noise_var_ = float(noise) ** 2
+
+    def _fitted_scalars(self):
+        return {"noise_var": self.noise_var_}
+
+    def _restore_scalars(self, fitted):
+        v = fitted["noise_var"]
+        self.noise_var_ = None if v is None else float(v)
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y):
+        """Train the dropout network on (X, y) by MSE, then set ``noise_var_``. Returns self.
+
+        X: (n, p) numeric; y: (n,) numeric, not constant; n >= 2. No NaN/inf.
+        """
+        return self._fit_net(X, y)
+
+    # ------------------------------------------------------------------ predict
+    @torch.no_grad()
+    def _predict_weight_scaled(self, Xs: np.ndarray) -> np.ndarray:
+        out = [self.net_(chunk)[:, 0].cpu() for chunk in self._chunks(Xs)]
+        return torch.cat(out).numpy() * self.y_scale_ + self.y_mean_
+
+    def sample_masks(self, n_samples=None, random_state=None) -> list[torch.Tensor]:
+        """The T dropout masks a prediction uses: one (T, width) float64 CPU tensor per hidden
+        layer (entries 0 or 1/(1-p)). ``random_state=None`` -> the fitted ``predict_seed_``;
+        an int -> that seed. ``n_samples=None`` -> the estimator's ``n_samples``."""
+        from dubito._validation import check_fitted
+
+        check_fitted(self)
+        T = self.n_samples if n_samples is None else n_samples
+        T = check_int(T, "n_samples", min_value=1)
+        seed = self.predict_seed_ if random_state is None else seeds_from(random_state, 1)[0]
+        return self.net_.sample_masks(T, torch.Generator().manual_seed(int(seed)))
+
+    @torch.no_grad()
+    def predict_draws(self, X, *, n_samples=None, random_state=None, masks=None) -> np.ndarray:
+        """f_t(x) for the T masks, user units, shape (T, N): one batched forward per row chunk.
+
+        ``masks`` (from `sample_masks`) overrides ``n_samples`` / ``random_state``.
+        """
+        Xs = self._standardise(X)
+        if masks is None:
+            masks = self.sample_masks(n_samples, random_state)
+        dev = next(self.net_.parameters()).device
+        masks = [m.to(device=dev, dtype=torch.float64) for m in masks]
+        T = masks[0].shape[0]
+        out = [self.net_(chunk, masks)[..., 0].cpu() for chunk in self._chunks(Xs, copies=T)]
+        return torch.cat(out, dim=1).numpy() * self.y_scale_ + self.y_mean_
+
+    def predict_distribution(self, X, *, n_samples=None, random_state=None) -> Samples:
+        """``Samples(draws (T, N), noise_std=sqrt(noise_var_))`` (user units); with
+        ``noise="none"`` a KDE of the draws (``Samples`` without ``noise_std``)."""
+        draws = self.predict_draws(X, n_samples=n_samples, random_state=random_state)
+        if self.noise_var_ is None:
+            if draws.shape[0] < 2:
+                raise ValueError("noise='none' (a KDE of the draws) needs n_samples >= 2")
+            return Samples(draws)
+        return Samples(draws, noise_std=np.sqrt(self.noise_var_))
+
+    def predict(self, X) -> np.ndarray:
+        """The MC predictive mean (1/T) sum_t f_t(x) with the fitted masks, shape (N,)."""
+        return self.predict_draws(X).mean(axis=0)
