@@ -107,3 +107,5 @@ def test_shapes_torch_input_and_summary():
     with pytest.raises(ValueError, match="chains, draws"):
         rhat(np.zeros(10))
     assert ess(np.ones((2, 10))) == 20.0
+    assert split_rhat(np.ones((2, 10))) == 1.0
+    assert split_rhat(np.array([[0.0] * 10, [1.0] * 10])) == np.inf   # stuck apart

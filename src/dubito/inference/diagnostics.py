@@ -81,7 +81,7 @@ def _rhat_2d(a: np.ndarray) -> float:
     w = np.mean(np.var(a, axis=1, ddof=1))
     b = n * np.var(np.mean(a, axis=1), ddof=1)
     if w == 0.0:
-        return float("nan") if b > 0 else 1.0
+        return float("inf") if b > 0 else 1.0   # chains that never move, at different values
     return float(np.sqrt(((n - 1) / n * w + b / n) / w))
 
 
