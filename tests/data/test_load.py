@@ -5,7 +5,7 @@ from dubito.data import Dataset, available, load
 from dubito.data.synthetic import toy1, toy1_function, toy2, toy2_function
 
 EXPECTED = {"diabetes", "toy1", "toy2", "qsar", "blog", "msd",
-            "boston", "concrete", "energy", "kin8nm", "naval", "power", "protein", "wine", "yacht"}
+            "boston", "concrete", "energy", "kin8nm", "naval", "power", "protein", "wine", "yacht", "driving"}
 
 
 def test_available():

@@ -10,6 +10,9 @@ Names (``available()``):
 * ``boston, concrete, energy, kin8nm, naval, power, protein, wine, yacht`` - the UCI benchmark
   with its standard splits (`dubito.data.uci`): ``DUBITO_DATA``, the cache, or a verified download.
 * ``qsar``, ``blog``, ``msd`` - user-supplied files under ``DUBITO_DATA`` (`dubito.data.external`).
+* ``driving`` - (frame, steering angle) pairs recorded in gymnasium's CarRacing-v3 by pure-pursuit
+  drivers (`dubito.data.driving`; needs ``pip install "dubito[driving]"``), cached; episode-wise
+  80/20 splits (``splits="random"`` is refused: neighbouring frames would leak across).
 
 ``splits="random"`` replaces the standard splits by ``n_splits`` seeded random splits with
 ``round(test_fraction * n)`` test rows (`random_splits`); e.g. the Bayesian-ensembles yacht protocol
@@ -24,6 +27,7 @@ from typing import Callable
 import numpy as np
 
 from .dataset import Dataset, random_splits
+from .driving import load_driving
 from .external import default_path, load_blog, load_msd, load_qsar
 from .synthetic import toy1, toy2
 from .uci import UCI_DATASETS, _FOLDER_TO_NAME, load_uci
@@ -124,6 +128,7 @@ _BUILDERS: dict[str, Callable[..., Dataset]] = {
     "qsar": _qsar,
     "blog": _blog,
     "msd": _msd,
+    "driving": load_driving,
 }
 
 
@@ -146,7 +151,9 @@ def load(name: str, *, splits="standard", n_splits: int = 20, test_fraction: flo
     n_splits, test_fraction : used by ``splits="random"`` only.
     seed : the random-split seed; for ``toy1``/``toy2`` also the generator seed.
     **kwargs : dataset options: toys ``n_train, n_test, noise_sd``; diabetes ``scaled``; UCI
-        ``data_dir, download, timeout``; qsar/blog/msd ``path`` (blog ``drop_constant``, msd ``n_test``).
+        ``data_dir, download, timeout``; qsar/blog/msd ``path`` (blog ``drop_constant``, msd ``n_test``);
+        driving ``n_frames, drivers, frames_per_episode, stride, frame_size, color, episode_splits, cache,
+        progress`` (``seed`` fixes the recording and the episode-wise splits).
     """
     if not isinstance(name, str):
         raise TypeError(f"dataset name must be a string, got {type(name).__name__}")
@@ -160,6 +167,10 @@ def load(name: str, *, splits="standard", n_splits: int = 20, test_fraction: flo
     if unknown:
         accepted = ", ".join(p for p in params if p != "seed") or "none"
         raise TypeError(f"load({key!r}) got unexpected option(s) {unknown}; options accepted: {accepted}")
+    if key == "driving" and isinstance(splits, str) and splits == "random":
+        raise ValueError("load('driving', splits='random') would split frames at random and leak near-identical "
+                         "neighbouring frames across train and test; use the standard episode-wise splits "
+                         "(option episode_splits) or pass (train_idx, test_idx) pairs of whole episodes")
     if "seed" in params:
         kwargs["seed"] = seed
     ds = builder(**kwargs)
