@@ -39,6 +39,21 @@ def _ensemble(correction: str):
     return make
 
 
+def _baseline(cls_name: str):
+    """Factory of an IC-NLM benchmark baseline (dubito.regression) with its own defaults."""
+
+    def make(random_state=0, device="cpu", progress=True, **overrides):
+        import dubito.regression as reg
+
+        cls = getattr(reg, cls_name)
+        if cls_name == "NaiveRegressor":  # no network: no seed, device, progress bar or epochs
+            overrides.pop("epochs", None)
+            return cls(**overrides)
+        return cls(**{"random_state": random_state, "device": device, "progress": progress, **overrides})
+
+    return make
+
+
 METHODS: dict[str, Method] = {
     "ensemble": Method(
         "ensemble",
@@ -51,6 +66,30 @@ METHODS: dict[str, Method] = {
         "deep ensemble (5 members) as Lakshminarayanan et al. 2017, no correction",
         _ensemble("none"),
         "Lakshminarayanan et al. 2017",
+    ),
+    "mc-dropout": Method(
+        "mc-dropout",
+        "MC dropout (p=0.05, 1000 masks) with a homoscedastic noise from training residuals",
+        _baseline("MCDropoutRegressor"),
+        "Gal & Ghahramani 2016",
+    ),
+    "mdn": Method(
+        "mdn",
+        "mixture density network, 50 Gaussian components",
+        _baseline("MixtureDensityRegressor"),
+        "Bishop 1994",
+    ),
+    "deterministic": Method(
+        "deterministic",
+        "plain MLP (MSE) with a homoscedastic Gaussian noise from training residuals",
+        _baseline("DeterministicRegressor"),
+        "Hoffmann & Klein 2023 (Deterministic DNN)",
+    ),
+    "naive": Method(
+        "naive",
+        "constant prediction 0 with the residual variance mean(y^2) (the naive learner)",
+        _baseline("NaiveRegressor"),
+        "Hoffmann & Klein 2023 (naive learner)",
     ),
 }
 
