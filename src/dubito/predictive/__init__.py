@@ -1,5 +1,6 @@
 """Predictive distributions: what every dubito method returns (see base.py for the contract)."""
 from dubito.predictive.base import RegressionPredictive, as_generator, as_numpy
+from dubito.predictive.grid import GridDensity
 from dubito.predictive.mixture import GaussianMixture
 from dubito.predictive.normal import Normal
 from dubito.predictive.samples import Samples
@@ -9,6 +10,7 @@ __all__ = [
     "Normal",
     "GaussianMixture",
     "Samples",
+    "GridDensity",
     "as_numpy",
     "as_generator",
 ]
