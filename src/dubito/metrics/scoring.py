@@ -371,6 +371,12 @@ def _register_builtins() -> None:
             mix = pred.as_mixture()
             return crps_mixture(mix.weights, mix.means, mix.variances, y)
 
+    from dubito.predictive.grid import GridDensity
+
+    @_crps_impl.register(GridDensity)
+    def _(pred, y):
+        return pred._crps(y)  # exact for the piecewise-linear density (grid.py)
+
     _BUILTINS_REGISTERED = True
 
 

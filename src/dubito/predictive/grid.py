@@ -118,25 +118,6 @@ def _moments(x: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean, var
 
 
-_CRPS_REGISTERED = False
-
-
-def _register_crps() -> None:
-    """Register the exact CRPS with ``dubito.metrics.crps`` on first construction.
-
-    Done lazily (not at import) because ``dubito.metrics.scoring`` imports
-    ``dubito.predictive``: registering at import time would be a circular import.
-    A GridDensity exists before anyone can score one, so this is always in time.
-    """
-    global _CRPS_REGISTERED
-    if _CRPS_REGISTERED:
-        return
-    from dubito.metrics.scoring import register_crps
-
-    register_crps(GridDensity)(lambda pred, y: pred._crps(y))
-    _CRPS_REGISTERED = True
-
-
 # ---------------------------------------------------------------------- the class
 class GridDensity(RegressionPredictive):
     r"""Per-input density tabulated on an increasing y-grid, read as piecewise linear.
@@ -214,7 +195,6 @@ class GridDensity(RegressionPredictive):
         grid = _frozen(grid)
         mean, var = _moments(grid, d)
         self._init(grid, d, cum, _frozen(mean), _frozen(var), parts["epistemic_var"], parts["aleatoric_var"])
-        _register_crps()
 
     @classmethod
     def _from_arrays(cls, grid, d, cum, mean, var, epi, alea) -> "GridDensity":
