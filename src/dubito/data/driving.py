@@ -44,8 +44,8 @@ rendered (rendering is ~95% of the cost).
 
 **Cache.** ``<cache_dir()>/driving/<key>/episode_NNNNN.npz`` (``key`` hashes every setting
 that changes the numbers, the gymnasium and Box2D versions included), one file per episode,
-written atomically (temporary file + ``os.replace``) as soon as the episode ends and read with
-``allow_pickle=False``. An interrupted recording therefore keeps every finished episode and
+written atomically (``numpy.savez_compressed``; temporary file + ``os.replace``) as soon as the
+episode ends, and read with ``allow_pickle=False`` (about 0.7 kB per 64 x 64 grey frame). An interrupted recording therefore keeps every finished episode and
 resumes from them; asking later for more frames records only the missing episodes (episode
 ``e`` depends only on ``(seed, e)``).
 
@@ -492,7 +492,7 @@ def _chunk_path(folder: Path, episode: int) -> Path:
 
 def _write_chunk(path: Path, data: dict[str, np.ndarray], key: str, episode: int, driver: int) -> None:
     buf = io.BytesIO()
-    np.savez(buf, key=np.array(key), episode=np.array(episode), driver=np.array(driver), **data)
+    np.savez_compressed(buf, key=np.array(key), episode=np.array(episode), driver=np.array(driver), **data)
     atomic_write_bytes(path, buf.getvalue())
 
 
