@@ -131,13 +131,19 @@ def test_crps_and_nll_through_the_mixture(fitted, data):
 def test_seeds_rows_and_chunks(fitted, data, monkeypatch):
     """Masks are shared by all rows: a row's draws do not depend on the other rows or on the
     chunking (to BLAS rounding); another prediction seed gives other draws."""
-    import dubito.regression.deterministic as det
+    import dubito.regression.dropout as mcd
 
     _, _, Xq = data
     full = fitted.predict_draws(Xq)
     np.testing.assert_allclose(fitted.predict_draws(Xq[5:9]), full[:, 5:9], rtol=1e-12, atol=1e-12)
-    monkeypatch.setattr(det, "_CHUNK_ELEMENTS", 40 * 32 * 3)  # 3 rows per chunk
-    np.testing.assert_allclose(fitted.predict_draws(Xq), full, rtol=1e-12, atol=1e-12)
+    # blocks of 3 rows (3 x 32 numbers) and 7 masks: same numbers, and still bit-equal to a loop
+    monkeypatch.setitem(mcd._ROW_ELEMENTS, "cpu", 3 * 32)
+    monkeypatch.setitem(mcd._BLOCK_ELEMENTS, "cpu", 7 * 3 * 32)
+    blocked = fitted.predict_draws(Xq)
+    np.testing.assert_allclose(blocked, full, rtol=1e-12, atol=1e-12)
+    masks = fitted.sample_masks()
+    loop = np.stack([fitted.predict_draws(Xq, masks=[m[t : t + 1] for m in masks])[0] for t in range(40)])
+    np.testing.assert_array_equal(blocked, loop)
     other = fitted.predict_draws(Xq, random_state=123)
     assert not np.allclose(other, full)
     np.testing.assert_array_equal(other, fitted.predict_draws(Xq, random_state=123))
