@@ -201,8 +201,14 @@ class _MLPRegressor(_Standardised):
         ``epochs`` epochs, a fresh permutation of the rows per epoch; returns the epoch-mean
         training loss, (epochs,)."""
         from rich.console import Console
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                   TimeRemainingColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         n = X.shape[0]
         batch = min(s["batch_size"], n)
@@ -452,7 +458,7 @@ class NaiveRegressor(_Standardised):
                         type(self).__name__, {"params": params, "fitted": fitted})
 
     @classmethod
-    def load(cls, path) -> "NaiveRegressor":
+    def load(cls, path) -> NaiveRegressor:
         """Read a model written by `save`; a corrupted or foreign file raises ``ValueError``."""
         _, settings = io.load_tensors(path, cls.__name__)
         try:

@@ -14,9 +14,9 @@ thinned networks f_t, and
     E[y | x] ~ (1/T) sum_t f_t(x),
     Var[y | x] ~ tau^{-1} + (1/T) sum_t f_t(x)^2 - E[y | x]^2,
 
-with the homoscedastic observation-noise precision tau. All T passes are one batched forward
-(`dubito.nn.dropout_mlp.MLP` with stacked masks; row-chunked for bounded memory), not a loop
-over masks. Each mask is one sampled network shared by all inputs, so a prediction does not
+with the homoscedastic observation-noise precision tau. The T passes are batched forwards
+(`dubito.nn.dropout_mlp.MLP` with stacked masks, over blocks of rows x masks for bounded,
+cache-sized memory), not a loop over masks, and equal such a loop bit for bit. Each mask is one sampled network shared by all inputs, so a prediction does not
 depend on the other rows of X, and the masks are seeded (``predict_seed_``, or the call's
 ``random_state``), so ``predict_distribution`` is repeatable.
 

@@ -35,7 +35,7 @@ from dubito.nn.mdn import MixtureDensityNet, mixture_nll
 from dubito.predictive.mixture import GaussianMixture
 from dubito.regression.deterministic import _MLPRegressor
 
-__all__ = ["MixtureDensityRegressor", "MDNMixture"]
+__all__ = ["MDNMixture", "MixtureDensityRegressor"]
 
 
 class MDNMixture(GaussianMixture):
@@ -53,7 +53,7 @@ class MDNMixture(GaussianMixture):
     def aleatoric_var(self) -> np.ndarray:
         return self.var
 
-    def _subset(self, index: np.ndarray) -> "MDNMixture":
+    def _subset(self, index: np.ndarray) -> MDNMixture:
         sub = super()._subset(index)
         return MDNMixture._from_arrays(sub.weights, sub.means, sub.variances, sub.noise_variances)
 
