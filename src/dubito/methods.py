@@ -85,6 +85,12 @@ METHODS: dict[str, Method] = {
         _baseline("DeterministicRegressor"),
         "Hoffmann & Klein 2023 (Deterministic DNN)",
     ),
+    "icnlm": Method(
+        "icnlm",
+        "implicit copula neural linear model: KDE marginal, MLP on z, ridge prior, VI (10 features)",
+        _baseline("ImplicitCopulaRegressor"),
+        "Hoffmann & Klein 2023",
+    ),
     "naive": Method(
         "naive",
         "constant prediction 0 with the residual variance mean(y^2) (the naive learner)",

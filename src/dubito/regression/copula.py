@@ -1,0 +1,546 @@
+r"""Implicit copula neural linear model (IC-NLM) of Hoffmann & Klein (2023) as an estimator.
+
+Hoffmann, L. & Klein, N., "Marginally Calibrated Response Distributions for End-to-End
+Learning in Autonomous Driving", Ann. Appl. Stat. 17 (2023); spec ``shared/specs/icnlm.md``.
+
+`ImplicitCopulaRegressor` strings together the committed pieces (spec §2, Algorithm 1 as
+reconstructed there):
+
+1. `KDEMarginal` on the training y: p_Y, F_Y (step 1, §2.1);
+2. pseudo responses z_i = Phi^{-1}(F_Y(y_i)) (§2.2) and an MLP trained on z by MSE and Adam
+   (the `_MLPRegressor` trainer of the baselines; inputs standardised internally, z too --
+   z is already ~N(0, 1), so that is near the identity);
+3. the features psi(x) in R^p = the output of the network's **last hidden layer after its
+   activation** (ReLU by default, as the paper's code [C]: PilotNet's "Dense 10 ReLU");
+   p = ``n_features`` = 10 by default (paper). The network's output layer is discarded
+   (§2.3). ReLU features are non-negative, so the ridge scale s_i = (1 + tau^2 ||psi_i||^2)^{-1/2}
+   depends on x only through ||psi||^2 (spec §7.11; documented, not "fixed"). **No intercept
+   and no feature standardisation** (spec §2.3, §7.11: centring or scaling psi changes s_i and
+   hence the model), on every path (fit, from_features, wrap);
+4. `fit_copula_posterior(psi, z, prior, inference)` (ridge/horseshoe, VI/NUTS; §2.4-2.8);
+5. prediction (§2.9): Z_0 | x_0 is an equal-weight Gaussian mixture (1/J) sum_j N(m_j, s_j^2)
+   (``predictive="plugin"``: J = 1, the paper's estimator; ``"mixture"``: the posterior
+   predictive over J = ``n_draws`` draws). Changing variables z = Phi^{-1}(F_Y(y)),
+   dz/dy = p_Y(y) / phi(z), gives
+
+       p(y | x_0) = p_Y(y) * [(1/J) sum_j phi((z - m_j) / s_j) / s_j] / phi(z)
+
+   (spec §2.9; the factor is 1/s_j inside the sum, 1/phi(z) outside). It is evaluated in log
+   space, log p_Y(y) - log phi(z) + logsumexp_j(log phi((z - m_j)/s_j) - log s_j) - log J,
+   so the 0/0 of p_Y / phi(z) in the tails never occurs (spec §7.10).
+
+Tabulation (`GridDensity`, ``grid_size`` nodes per input). Per input the z-range is
+[min_j (m_j - 8 s_j), max_j (m_j + 8 s_j)] (the Gaussian mass left outside is <= Phi(-8) =
+6e-16 per component), cut to [-z_cap, z_cap] with z_cap = -Phi^{-1}(clip) of the marginal
+(6.36 for the KDE's clip 1e-10: beyond it the KDE's pseudo responses are clipped) or 8 for a
+marginal without ``clip``. The nodes are **equally spaced in z** on that range and mapped to y
+by the marginal's quantile function, y_k = F_Y^{-1}(Phi(z_k)), so they are dense where the
+conditional puts its mass (a narrow conditional gets a narrow, fine grid; a peaked marginal
+a fine grid in its peak). The density is computed at those y_k (with z recomputed as
+Phi^{-1}(F_Y(y_k)), the transform the posterior was fitted with) and read piecewise linearly
+by `GridDensity`, which normalises each row. Mass beyond z_cap is lost: when the mixture puts
+more than 1e-4 there (the conditional lies beyond the marginal's accurately tabulated range,
+F_Y < 1e-10), a ``RuntimeWarning`` says so. ``log_density`` gives the exact pointwise log
+p(y | x) (no grid), e.g. to check normalisation.
+
+Three ways to get psi (``feature_source_``):
+
+* ``fit(X, y)``: the MLP above ("network"); ``predict_distribution(X)``.
+* ``ImplicitCopulaRegressor.from_features(psi, y, **settings)``: the post-hoc path on features
+  you computed ("features"); predict with ``predict_distribution(features=psi_new)``.
+* ``ImplicitCopulaRegressor.wrap(model, feature_layer, X, y, **settings)``: a forward hook on
+  the named submodule of any torch model ("wrapped"); ``predict_distribution(X)`` runs the
+  model (eval mode, no grad) and reads the hooked output. The layer's output must be 2-D
+  (batch, p): hook a layer after the flatten.
+
+Every path also accepts ``predict_distribution(features=psi)``. Persistence: no ``save`` /
+``load`` yet (they raise ``NotImplementedError``).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+
+import numpy as np
+import torch
+from scipy.special import logsumexp, ndtr, ndtri
+
+from dubito._validation import (
+    check_choice,
+    check_fitted,
+    check_float,
+    check_int,
+    validate_fit_data,
+)
+from dubito.nn.batched import ACTIVATIONS
+from dubito.nn.dropout_mlp import MLP
+from dubito.predictive.grid import GridDensity
+from dubito.regression.copula_posterior import (
+    INFERENCES,
+    NU_DEFAULT,
+    PRIORS,
+    fit_copula_posterior,
+)
+from dubito.regression.deterministic import (
+    MIN_SAMPLES,
+    _check_bool,
+    _MLPRegressor,
+    seeds_from,
+)
+from dubito.regression.marginal import KDEMarginal
+
+__all__ = ["ImplicitCopulaRegressor"]
+
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+_K_SD = 8.0                 # z-range half-width in component sds (Phi(-8) = 6e-16)
+_Z_CAP_DEFAULT = 8.0        # for a marginal without ``clip``
+_TRUNCATION_WARN = 1e-4     # warn when more mixture mass than this lies beyond z_cap
+_BLOCK = 1 << 22            # rows x nodes x components per block of the mixture density
+_WRAP_BATCH = 1024          # rows per forward pass of a wrapped model
+
+
+def _mlp_features(net: MLP, x: torch.Tensor) -> torch.Tensor:
+    """Output of the MLP's last hidden layer after its activation (eval mode: no dropout)."""
+    act = ACTIVATIONS[net.activation]
+    h = x
+    for layer in net.layers[:-1]:
+        h = act(layer(h))
+    return h
+
+
+def _check_features(psi, name: str = "psi", *, p: int | None = None, training: bool = False) -> np.ndarray:
+    """float64 (n, p) array of features; one clear error per problem."""
+    if isinstance(psi, torch.Tensor):
+        psi = psi.detach().cpu().numpy()
+    try:
+        psi = np.asarray(psi, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a numeric (n, p) array: {exc}") from None
+    if psi.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (n_samples, p), got shape {psi.shape}; flatten the features first")
+    if p is not None and psi.shape[1] != p:
+        raise ValueError(f"{name} has {psi.shape[1]} columns but the model was fitted with p = {p} features")
+    bad = ~np.isfinite(psi)
+    if bad.any():
+        cols = np.flatnonzero(bad.any(axis=0))
+        raise ValueError(
+            f"{name} has NaN/inf values in column(s) {cols.tolist()[:10]}: drop those columns or fix the "
+            "feature extractor (features must be finite)"
+        )
+    if training:
+        n, k = psi.shape
+        if k < 1 or n < MIN_SAMPLES:
+            raise ValueError(f"{name} must have at least {MIN_SAMPLES} rows and 1 column, got shape {psi.shape}")
+        if k > n:
+            raise ValueError(
+                f"{name} has p = {k} features but only n = {n} rows (p > n): the linear copula model is not "
+                "identified; use fewer features (a narrower last hidden layer) or more data"
+            )
+        const = np.flatnonzero(np.ptp(psi, axis=0) == 0)
+        if const.size:
+            raise ValueError(
+                f"{name} column(s) {const.tolist()[:10]} are constant (e.g. dead ReLU units): a constant feature "
+                "acts as an intercept, which the implicit copula does not identify (spec §2.3); drop those "
+                "columns"
+            )
+    return psi
+
+
+def _check_response(y, n: int) -> np.ndarray:
+    if isinstance(y, torch.Tensor):
+        y = y.detach().cpu().numpy()
+    y = np.asarray(y, dtype=np.float64)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.ndim != 1 or y.shape[0] != n:
+        raise ValueError(f"y must have shape ({n},) to match the features, got {y.shape}")
+    if not np.all(np.isfinite(y)):
+        raise ValueError("y must be finite (found NaN/inf)")
+    return y
+
+
+def _strictly_increasing(y: np.ndarray) -> np.ndarray:
+    """Rows of y made strictly increasing by a minimal spacing (ties at flat stretches of F_Y)."""
+    d = np.diff(y, axis=1)
+    if np.all(d > 0):
+        return y
+    span = np.maximum(y[:, -1:] - y[:, :1], np.abs(y[:, :1]) + 1.0)
+    d = np.maximum(d, 1e-12 * span)
+    return np.concatenate([y[:, :1], y[:, :1] + np.cumsum(d, axis=1)], axis=1)
+
+
+class ImplicitCopulaRegressor(_MLPRegressor):
+    r"""Implicit copula neural linear model (Hoffmann & Klein 2023); predictive `GridDensity`.
+
+    See the module docstring for the model, the features, the prediction formula and the grid.
+
+    Parameters (defaults and their sources)
+    ----------
+    prior : {"ridge", "horseshoe"}, default "ridge"  (spec §2.5 [P])
+    inference : {"vi", "nuts"}, default "vi"  (the paper's main method)
+    network : {"mlp"}, default "mlp"
+        The feature network of ``fit`` (tabular X). For images or any other torch model use `wrap`.
+    hidden : tuple of int, default (100, 50)
+        Hidden widths *before* the feature layer; the network is hidden + (n_features,) -> 1,
+        i.e. PilotNet's dense tail (100, 50, 10) by default (spec §2.2 [C]).
+    n_features : int, default 10
+        p, the width of the last hidden layer (the paper's 10).
+    activation : default "relu" (paper [P/C]; psi is taken after it).
+    lr, weight_decay, batch_size, epochs : Adam settings, defaults 2.5e-4, 0, 32, 60 (spec §2.2 [C]).
+    nu : ridge hyperprior scale, 2.5 (paper).
+    n_draws : posterior draws kept (VI: from q), default 1000 (the mixture's J).
+    vi_max_iter, vi_min_iter, vi_draws, vi_rank : VI (14,000 iterations, 1,000 minimum before the
+        ELBO stopping rule, M = 50, k = 3: the paper's small-data settings).
+    nuts_samples, nuts_warmup, nuts_chains : NUTS, default 1000, 1000, 2.
+    predictive : {"mixture", "plugin"}, default "mixture"  (named so as not to shadow ``predict``)
+        "mixture": the exact posterior predictive over the J draws (spec §2.9 [D]); "plugin":
+        the paper's estimator (J = 1).
+    theta_point : {"median", "mean"}, default "median" (VI plug-in, spec §7.6).
+    grid_size : int, default 512  (y-grid nodes per input, >= 16).
+    marginal : None or an object, default None
+        None: ``KDEMarginal()`` (defaults). An object with a ``fit`` method (e.g. a configured
+        `KDEMarginal`) is copied and fitted on y; an object without one is used as given
+        (already fitted or exact), it must provide ``pseudo_response``,
+        ``inverse_pseudo_response`` and ``log_pdf`` (e.g. an exact Phi marginal in tests).
+    device : str, default "cpu"  (network and posterior)
+    random_state : None or int; progress : bool, default True.
+
+    Fitted attributes
+    -----------------
+    marginal_ : the fitted marginal; posterior_ : `CopulaPosterior`; n_features_ : p;
+    feature_source_ : "network" | "features" | "wrapped"; train_features_ : (n, p) psi of the
+    training rows; net_ (network path); model_, feature_layer_ (wrapped path); loss_curve_;
+    dead_features_ : indices of constant feature columns on the training rows (network path;
+    kept: a zero column contributes nothing, see the module docstring).
+    """
+
+    _description = "IC-NLM feature network"
+
+    def __init__(self, prior="ridge", inference="vi", network="mlp", hidden=(100, 50), n_features=10,
+                 activation="relu", lr=2.5e-4, weight_decay=0.0, batch_size=32, epochs=60, nu=NU_DEFAULT,
+                 n_draws=1000, vi_max_iter=14_000, vi_min_iter=1_000, vi_draws=50, vi_rank=3,
+                 nuts_samples=1000, nuts_warmup=1000, nuts_chains=2, predictive="mixture", theta_point="median",
+                 grid_size=512, marginal=None, device="cpu", random_state=None, progress=True):
+        self.prior = prior
+        self.inference = inference
+        self.network = network
+        self.hidden = hidden
+        self.n_features = n_features
+        self.activation = activation
+        self.lr = lr
+        self.weight_decay = weight_decay
+        self.batch_size = batch_size
+        self.epochs = epochs
+        self.nu = nu
+        self.n_draws = n_draws
+        self.vi_max_iter = vi_max_iter
+        self.vi_min_iter = vi_min_iter
+        self.vi_draws = vi_draws
+        self.vi_rank = vi_rank
+        self.nuts_samples = nuts_samples
+        self.nuts_warmup = nuts_warmup
+        self.nuts_chains = nuts_chains
+        self.predictive = predictive
+        self.theta_point = theta_point
+        self.grid_size = grid_size
+        self.marginal = marginal
+        self.device = device
+        self.random_state = random_state
+        self.progress = progress
+
+    # -------------------------------------------------------------- settings
+    def _copula_settings(self) -> dict:
+        _check_bool(self, "progress")
+        return dict(
+            prior=check_choice(self.prior, "prior", PRIORS),
+            inference=check_choice(self.inference, "inference", INFERENCES),
+            nu=check_float(self.nu, "nu", strictly_positive=True),
+            n_draws=check_int(self.n_draws, "n_draws", min_value=1),
+            vi_max_iter=check_int(self.vi_max_iter, "vi_max_iter", min_value=1),
+            vi_min_iter=check_int(self.vi_min_iter, "vi_min_iter", min_value=1),
+            vi_draws=check_int(self.vi_draws, "vi_draws", min_value=1),
+            vi_rank=check_int(self.vi_rank, "vi_rank", min_value=1),
+            nuts_samples=check_int(self.nuts_samples, "nuts_samples", min_value=1),
+            nuts_warmup=check_int(self.nuts_warmup, "nuts_warmup", min_value=0),
+            nuts_chains=check_int(self.nuts_chains, "nuts_chains", min_value=1),
+            predictive=check_choice(self.predictive, "predictive", ("mixture", "plugin")),
+            theta_point=check_choice(self.theta_point, "theta_point", ("median", "mean")),
+            grid_size=check_int(self.grid_size, "grid_size", min_value=16),
+        )
+
+    def _extra_settings(self) -> dict:
+        check_choice(self.network, "network", ("mlp",))
+        return dict(n_features=check_int(self.n_features, "n_features", min_value=1))
+
+    def _settings_hidden(self) -> tuple[int, ...]:
+        return (*super()._settings_hidden(), int(self.n_features))
+
+    # -------------------------------------------------------------- network (step 2)
+    def _build_net(self, s, n_features, generator=None, dtype=torch.float32):
+        net = MLP(n_features, (*s["hidden"], s["n_features"]), 1, s["activation"], 0.0,
+                  generator=generator, dtype=dtype)
+        out = net.layers[-1]
+        with torch.no_grad():
+            out.bias.zero_()
+        out.bias.requires_grad_(False)  # no intercept: the network's fit must come from psi'w alone
+        return net
+
+    def _loss(self, net, xb, yb, generator):
+        return ((net(xb)[:, 0] - yb) ** 2).mean()
+
+    @torch.no_grad()
+    def _network_features(self, Xs: np.ndarray) -> np.ndarray:
+        out = [_mlp_features(self.net_, chunk).cpu() for chunk in self._chunks(Xs)]
+        return torch.cat(out).numpy().astype(np.float64)
+
+    # -------------------------------------------------------------- fitting
+    def fit(self, X, y):
+        """IC-NLM on tabular X: KDE marginal of y, MLP on z, features psi, copula posterior.
+
+        X: (n, d) numeric; y: (n,) numeric with at least ``min_distinct`` (10) distinct values.
+        """
+        cs = self._copula_settings()
+        self._settings()
+        X, y = validate_fit_data(self, X, y, min_samples=MIN_SAMPLES)
+        p = check_int(self.n_features, "n_features", min_value=1)
+        if p > X.shape[0]:
+            raise ValueError(
+                f"n_features = {p} exceeds the n = {X.shape[0]} training rows (p > n): the linear copula model is "
+                "not identified; lower n_features or use more data"
+            )
+        marginal = self._fit_marginal(y)
+        z = marginal.pseudo_response(y)
+        self._fit_net(X, z)  # sets net_, x_mean_, x_scale_, loss_curve_ (trained on standardised z)
+        psi = self._network_features((X - self.x_mean_) / self.x_scale_)
+        if not np.all(np.isfinite(psi)):
+            raise ValueError("the feature network produced NaN/inf features (training diverged?): lower lr")
+        dead = np.flatnonzero(np.ptp(psi, axis=0) == 0)
+        self.dead_features_ = dead
+        if dead.size == p:
+            raise ValueError(
+                f"all {p} feature units are constant on the training data (dead ReLUs): the copula has no "
+                "features; change random_state, lower lr or use activation='gelu'"
+            )
+        if dead.size:
+            warnings.warn(
+                f"{dead.size} of {p} feature units are constant on the training data (dead ReLUs: indices "
+                f"{dead.tolist()}); they contribute nothing to the copula", RuntimeWarning, stacklevel=2)
+        self.feature_source_ = "network"
+        return self._fit_posterior(psi, z, marginal, cs)
+
+    @classmethod
+    def from_features(cls, psi, y, **settings) -> ImplicitCopulaRegressor:
+        """Post-hoc IC-NLM on given training features psi (n, p) and responses y (n,).
+
+        Fits the marginal and the copula posterior only (no network; the network settings are
+        ignored). Predict with ``predict_distribution(features=psi_new)``. psi is used as given
+        (no intercept, no standardisation); NaN/inf or constant columns and p > n are errors.
+        """
+        est = cls(**settings)
+        return est._fit_from_features(psi, y, "features")
+
+    @classmethod
+    def wrap(cls, model: torch.nn.Module, feature_layer: str, X, y, **settings) -> ImplicitCopulaRegressor:
+        """IC-NLM on the output of the submodule ``feature_layer`` of a trained torch ``model``.
+
+        ``feature_layer`` is a name from ``model.named_modules()`` (e.g. "trunk.5"); its output
+        on X, captured by a forward hook with the model in eval mode and without gradients, is
+        psi (it must be (batch, p)). X is whatever the model takes (an (n, ...) tensor or
+        array; arrays become tensors of the model's dtype and device). The model is kept by
+        reference (``model_``) and run again by ``predict_distribution(X)``. The model's own
+        head is not used: IC-NLM trains the network on z (spec §2.2); a network trained on y
+        gives features that work too, a post-hoc use the paper does not study.
+        """
+        if not isinstance(model, torch.nn.Module):
+            raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        modules = dict(model.named_modules())
+        if not isinstance(feature_layer, str) or feature_layer not in modules or feature_layer == "":
+            names = [n for n in modules if n]
+            raise ValueError(
+                f"feature_layer {feature_layer!r} is not a submodule of the model; available names: "
+                f"{', '.join(names) if names else '(none: the model has no submodules)'}"
+            )
+        est = cls(**settings)
+        est.model_ = model
+        est.feature_layer_ = feature_layer
+        psi = est._wrapped_features(X)
+        return est._fit_from_features(psi, y, "wrapped")
+
+    def _fit_from_features(self, psi, y, source: str):
+        cs = self._copula_settings()
+        psi = _check_features(psi, "psi", training=True)
+        y = _check_response(y, psi.shape[0])
+        marginal = self._fit_marginal(y)
+        z = marginal.pseudo_response(y)
+        self.n_features_in_ = int(psi.shape[1]) if source == "features" else getattr(self, "n_features_in_", None)
+        if self.n_features_in_ is None:
+            del self.n_features_in_
+        self.feature_source_ = source
+        self.n_train_ = int(psi.shape[0])
+        return self._fit_posterior(psi, z, marginal, cs)
+
+    def _fit_marginal(self, y: np.ndarray):
+        m = self.marginal
+        if m is None:
+            m = KDEMarginal()
+        elif hasattr(m, "fit"):
+            m = copy.deepcopy(m)
+        else:
+            for attr in ("pseudo_response", "inverse_pseudo_response", "log_pdf"):
+                if not callable(getattr(m, attr, None)):
+                    raise ValueError(f"marginal must be None, a KDEMarginal or an object with {attr}(); got {m!r}")
+            return m
+        return m.fit(y)  # a response with too few distinct values raises here (KDEMarginal's message)
+
+    def _fit_posterior(self, psi, z, marginal, cs):
+        seed = seeds_from(self.random_state, 5)[4]
+        self.marginal_ = marginal
+        self.train_features_ = psi
+        self.n_features_ = int(psi.shape[1])
+        self.posterior_ = fit_copula_posterior(
+            psi, z, prior=cs["prior"], inference=cs["inference"], nu=cs["nu"], n_draws=cs["n_draws"],
+            rank=cs["vi_rank"], vi_draws=cs["vi_draws"], max_iter=cs["vi_max_iter"],
+            min_iter=min(cs["vi_min_iter"], cs["vi_max_iter"]), num_samples=cs["nuts_samples"],
+            warmup_steps=cs["nuts_warmup"], num_chains=cs["nuts_chains"], seed=seed, device=self.device,
+            progress=self.progress,
+        )
+        return self
+
+    # -------------------------------------------------------------- features at prediction
+    @torch.no_grad()
+    def _wrapped_features(self, X) -> np.ndarray:
+        model, name = self.model_, self.feature_layer_
+        module = dict(model.named_modules())[name]
+        param = next(iter(model.parameters()), None)
+        if not isinstance(X, torch.Tensor):
+            X = torch.as_tensor(np.asarray(X), dtype=param.dtype if param is not None else torch.float32)
+        if param is not None:
+            X = X.to(param.device)
+        captured = []
+
+        def hook(mod, inputs, output):
+            captured.append(output)
+
+        handle = module.register_forward_hook(hook)
+        was_training = model.training
+        model.eval()
+        out = []
+        try:
+            for start in range(0, X.shape[0], _WRAP_BATCH):
+                captured.clear()
+                model(X[start:start + _WRAP_BATCH])
+                if len(captured) != 1 or not isinstance(captured[0], torch.Tensor):
+                    raise ValueError(
+                        f"layer {name!r} produced {len(captured)} outputs (or a non-tensor) per forward pass; "
+                        "hook a module that is called once and returns one tensor"
+                    )
+                h = captured[0]
+                if h.dim() != 2:
+                    raise ValueError(
+                        f"layer {name!r} outputs shape {tuple(h.shape)}, but the features must be 2-D "
+                        "(batch, p): hook a layer after flattening (e.g. an nn.Flatten() or the first nn.Linear "
+                        "after it), or add nn.Flatten() after this layer"
+                    )
+                out.append(h.detach().to("cpu", torch.float64))
+        finally:
+            handle.remove()
+            model.train(was_training)
+        return torch.cat(out).numpy()
+
+    def _features(self, X, features) -> np.ndarray:
+        check_fitted(self, ["posterior_"])
+        if (X is None) == (features is None):
+            raise ValueError("pass exactly one of X (inputs) or features= (psi, shape (N, p))")
+        if features is not None:
+            return _check_features(features, "features", p=self.n_features_)
+        if self.feature_source_ == "features":
+            raise ValueError(
+                "this model was fitted from features (from_features), it has no network to compute them: "
+                "pass features=psi_new"
+            )
+        if self.feature_source_ == "wrapped":
+            return _check_features(self._wrapped_features(X), "features", p=self.n_features_)
+        return self._network_features(self._standardise(X))
+
+    # -------------------------------------------------------------- prediction
+    def _z_prediction(self, psi):
+        cs = self._copula_settings()
+        return self.posterior_.predict_z(psi, kind=cs["predictive"], theta_point=cs["theta_point"]), cs
+
+    def _z_cap(self) -> float:
+        clip = getattr(self.marginal_, "clip", None)
+        if clip is None:
+            return _Z_CAP_DEFAULT
+        return float(min(_Z_CAP_DEFAULT, -ndtri(float(clip))))
+
+    def _log_density_z(self, y, loc, scale) -> np.ndarray:
+        """log p(y | x) at y (N, G) for mixtures (loc, scale) (N, J), blockwise over rows."""
+        m = self.marginal_
+        zz = m.pseudo_response(y)
+        out = m.log_pdf(y) + 0.5 * zz * zz + _HALF_LOG_2PI
+        n, g = y.shape
+        jn = loc.shape[1]
+        step = max(1, _BLOCK // max(1, g * jn))
+        lg = np.empty_like(y)
+        for start in range(0, n, step):
+            sl = slice(start, start + step)
+            u = (zz[sl, :, None] - loc[sl, None, :]) / scale[sl, None, :]
+            lg[sl] = logsumexp(-0.5 * u * u - np.log(scale[sl, None, :]), axis=-1)
+        return out + lg - math.log(jn) - _HALF_LOG_2PI
+
+    def log_density(self, y, X=None, *, features=None) -> np.ndarray:
+        """Exact log p(y | x) (no grid) at y of shape (N,) or (N, K) for N inputs; -inf where
+        p_Y(y) = 0 (outside the marginal's support)."""
+        psi = self._features(X, features)
+        zp, _ = self._z_prediction(psi)
+        y = np.asarray(y, dtype=np.float64)
+        one = y.ndim == 1
+        y2 = y[:, None] if one else y
+        if y2.shape[0] != psi.shape[0]:
+            raise ValueError(f"y has {y2.shape[0]} rows but there are {psi.shape[0]} inputs")
+        with np.errstate(divide="ignore"):
+            out = self._log_density_z(y2, zp.loc, zp.scale)
+        return out[:, 0] if one else out
+
+    def predict_distribution(self, X=None, *, features=None) -> GridDensity:
+        """The predictive density p(y | x) per input, tabulated on a per-input y-grid.
+
+        Pass X (network / wrapped models) or ``features=psi`` (N, p) (any model). See the module
+        docstring for the formula and the grid.
+        """
+        psi = self._features(X, features)
+        zp, cs = self._z_prediction(psi)
+        loc, scale = zp.loc, zp.scale
+        cap = self._z_cap()
+        zlo = np.clip((loc - _K_SD * scale).min(axis=1), -cap, cap)
+        zhi = np.clip((loc + _K_SD * scale).max(axis=1), -cap, cap)
+        narrow = zhi - zlo < 1e-3
+        zlo = np.where(narrow, np.minimum(zlo, cap - 1e-3), zlo)
+        zhi = np.where(narrow, np.maximum(zlo + 1e-3, zhi), zhi)
+        outside = (ndtr((zlo[:, None] - loc) / scale) + ndtr((loc - zhi[:, None]) / scale)).mean(axis=1)
+        if outside.max() > _TRUNCATION_WARN:
+            warnings.warn(
+                f"{int((outside > _TRUNCATION_WARN).sum())} input(s) put more than {_TRUNCATION_WARN:g} of their "
+                f"latent mass (max {outside.max():.3g}) beyond |z| = {cap:.2f}, where the marginal F_Y is below "
+                "its accurate range; that mass is dropped (the conditional lies far outside the training "
+                "responses)", RuntimeWarning, stacklevel=2)
+        t = np.linspace(0.0, 1.0, cs["grid_size"])
+        zg = zlo[:, None] + (zhi - zlo)[:, None] * t
+        yg = _strictly_increasing(np.asarray(self.marginal_.inverse_pseudo_response(zg), dtype=np.float64))
+        with np.errstate(divide="ignore", under="ignore"):
+            dens = np.exp(self._log_density_z(yg, loc, scale))
+        return GridDensity(yg, dens)
+
+    def predict(self, X=None, *, features=None) -> np.ndarray:
+        """The predictive mean E[Y | x] (of the tabulated density), shape (N,)."""
+        return self.predict_distribution(X, features=features).mean
+
+    # -------------------------------------------------------------- persistence
+    def save(self, path) -> None:
+        raise NotImplementedError("ImplicitCopulaRegressor has no save/load yet")
+
+    @classmethod
+    def load(cls, path, *, device=None):
+        raise NotImplementedError("ImplicitCopulaRegressor has no save/load yet")
