@@ -219,3 +219,10 @@ def test_prediction_input_errors(skewed):
         est.save("x.safetensors")
     params = clone(est).get_params()
     assert params["predictive"] == "plugin" and params["n_features"] == 10
+
+
+def test_registry_entry():
+    from dubito.methods import get_method
+
+    est = get_method("icnlm").make(random_state=0, device="cpu", progress=False, epochs=5)
+    assert isinstance(est, ImplicitCopulaRegressor) and est.epochs == 5 and est.random_state == 0
