@@ -226,3 +226,15 @@ def test_registry_entry():
 
     est = get_method("icnlm").make(random_state=0, device="cpu", progress=False, epochs=5)
     assert isinstance(est, ImplicitCopulaRegressor) and est.epochs == 5 and est.random_state == 0
+
+
+@pytest.mark.filterwarnings("ignore::dubito.inference.diagnostics.ConvergenceWarning")
+def test_mass_beyond_the_marginals_range_is_reported():
+    class ClippedPhi(PhiMarginal):
+        clip = 0.01  # z_cap = -Phi^{-1}(0.01) = 2.33: a latent N(m, s^2) with s ~ 1 has > 1e-4 beyond it
+
+    psi, z = _features(200, seed=2)
+    est = ImplicitCopulaRegressor.from_features(psi, z, marginal=ClippedPhi(), **FAST)
+    with pytest.warns(RuntimeWarning, match=r"beyond \|z\| = 2.33"):
+        pred = est.predict_distribution(features=psi[:5])
+    assert np.all(pred.grid[:, 0] >= -2.33 - 1e-9) and np.all(pred.grid[:, -1] <= 2.33 + 1e-9)
