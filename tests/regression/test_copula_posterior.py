@@ -263,8 +263,9 @@ def test_predict_z_nuts_plugin_is_the_papers_draw_average():
 def test_a_deliberately_bad_nuts_run_warns():
     psi, z = synthetic(n=80, p=3, seed=17)
     with pytest.warns(ConvergenceWarning, match="R-hat"):
-        fit_copula_posterior(psi, z, "horseshoe", "nuts", num_samples=15, warmup_steps=1, num_chains=2,
-                             init=torch.full((7,), 3.0, dtype=f64), seed=0)
+        post = fit_copula_posterior(psi, z, "horseshoe", "nuts", num_samples=15, warmup_steps=1, num_chains=2,
+                                    init=torch.full((7,), 3.0, dtype=f64), seed=0)
+    assert np.max(np.asarray(post.diagnostics["rhat"])) > 1.01  # the warning reports a real failure
 
 
 def test_vi_fit_is_reproducible_and_warns_when_not_converged():
