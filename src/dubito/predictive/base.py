@@ -29,7 +29,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-__all__ = ["RegressionPredictive", "as_numpy", "as_generator"]
+__all__ = ["RegressionPredictive", "StoredMoments", "as_numpy", "as_generator"]
 
 
 def as_numpy(x, name: str = "array") -> np.ndarray:
@@ -206,3 +206,28 @@ class RegressionPredictive(ABC):
         raise ValueError(
             f"{name} has shape {arr.shape}; expected a scalar, ({n},), ({n}, k) or (1, k)"
         )
+
+
+class StoredMoments(RegressionPredictive):
+    """A predictive whose moments are computed once, at construction, into ``_mean``,
+    ``_var``, ``_std`` and (or None) ``_epistemic``, ``_aleatoric``: the properties read them."""
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self._mean
+
+    @property
+    def var(self) -> np.ndarray:
+        return self._var
+
+    @property
+    def std(self) -> np.ndarray:
+        return self._std
+
+    @property
+    def epistemic_var(self) -> np.ndarray | None:
+        return self._epistemic
+
+    @property
+    def aleatoric_var(self) -> np.ndarray | None:
+        return self._aleatoric

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dubito.predictive.base import RegressionPredictive, as_numpy
+from dubito.predictive.base import StoredMoments, as_numpy
 from dubito.predictive.normal import (
     _first_bad,
     _frozen,
@@ -119,7 +119,7 @@ def _moments(x: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 # ---------------------------------------------------------------------- the class
-class GridDensity(RegressionPredictive):
+class GridDensity(StoredMoments):
     r"""Per-input density tabulated on an increasing y-grid, read as piecewise linear.
 
     See the module docstring for the formulas (all exact for the piecewise-linear density).
@@ -205,7 +205,7 @@ class GridDensity(RegressionPredictive):
 
     def _init(self, grid, d, cum, mean, var, epi, alea) -> None:
         self._x, self._d, self._cum = grid, d, cum
-        self._mean, self._var = mean, var
+        self._mean, self._var, self._std = mean, var, _frozen(np.sqrt(var))
         self._epistemic, self._aleatoric = epi, alea
 
     # ------------------------------------------------------------------ parameters
@@ -222,23 +222,6 @@ class GridDensity(RegressionPredictive):
     @property
     def n_nodes(self) -> int:
         return int(self._d.shape[1])
-
-    # ------------------------------------------------------------------ moments
-    @property
-    def mean(self) -> np.ndarray:
-        return self._mean
-
-    @property
-    def var(self) -> np.ndarray:
-        return self._var
-
-    @property
-    def epistemic_var(self) -> np.ndarray | None:
-        return self._epistemic
-
-    @property
-    def aleatoric_var(self) -> np.ndarray | None:
-        return self._aleatoric
 
     # ------------------------------------------------------------------ segment lookup
     def _node(self, a: np.ndarray, j: np.ndarray, rows: np.ndarray) -> np.ndarray:

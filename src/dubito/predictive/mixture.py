@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logsumexp, ndtr, ndtri
 
-from dubito.predictive.base import RegressionPredictive, as_numpy
+from dubito.predictive.base import StoredMoments, as_numpy
 from dubito.predictive.normal import (
     _LOG_SQRT_2PI,
     _first_bad,
@@ -150,7 +150,7 @@ def _mix_sample(w, mu, sd, n, rng):
 
 
 # ---------------------------------------------------------------------- the class
-class GaussianMixture(RegressionPredictive):
+class GaussianMixture(StoredMoments):
     r"""Per-input Gaussian mixture p(y | x_i) = sum_m w_im N(y; mu_im, sigma_im^2).
 
     * mean_i = sum_m w_im mu_im
@@ -282,27 +282,6 @@ class GaussianMixture(RegressionPredictive):
     @property
     def n_components(self) -> int:
         return int(self._mu.shape[1])
-
-    # ------------------------------------------------------------------ moments
-    @property
-    def mean(self) -> np.ndarray:
-        return self._mean
-
-    @property
-    def var(self) -> np.ndarray:
-        return self._var
-
-    @property
-    def std(self) -> np.ndarray:
-        return self._std
-
-    @property
-    def epistemic_var(self) -> np.ndarray:
-        return self._epistemic
-
-    @property
-    def aleatoric_var(self) -> np.ndarray:
-        return self._aleatoric
 
     # ------------------------------------------------------------------ distribution
     def _log_prob(self, y: np.ndarray) -> np.ndarray:

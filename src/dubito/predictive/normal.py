@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from dubito.predictive.base import RegressionPredictive, as_numpy
+from dubito.predictive.base import StoredMoments, as_numpy
 
 __all__ = ["Normal"]
 
@@ -62,7 +62,7 @@ def _per_input(x, name: str, n: int, *, allow_scalar: bool = True) -> np.ndarray
 
 
 # ---------------------------------------------------------------------- Normal
-class Normal(RegressionPredictive):
+class Normal(StoredMoments):
     r"""Gaussian predictive y | x_i ~ N(mu_i, sigma_i^2).
 
     * log p(y) = -(y - mu)^2 / (2 sigma^2) - log sigma - log sqrt(2 pi)
@@ -98,48 +98,27 @@ class Normal(RegressionPredictive):
             parts[name] = value
         self._mean = _frozen(mean)
         self._var = _frozen(var)
-        self._sd = _frozen(np.sqrt(var))
+        self._std = _frozen(np.sqrt(var))
         self._epistemic = parts["epistemic_var"]
         self._aleatoric = parts["aleatoric_var"]
 
-    # ------------------------------------------------------------------ moments
-    @property
-    def mean(self) -> np.ndarray:
-        return self._mean
-
-    @property
-    def var(self) -> np.ndarray:
-        return self._var
-
-    @property
-    def std(self) -> np.ndarray:
-        return self._sd
-
-    @property
-    def epistemic_var(self) -> np.ndarray | None:
-        return self._epistemic
-
-    @property
-    def aleatoric_var(self) -> np.ndarray | None:
-        return self._aleatoric
-
     # ------------------------------------------------------------------ closed forms
     def _z(self, y: np.ndarray) -> np.ndarray:
-        return (y - self._mean[:, None]) / self._sd[:, None]
+        return (y - self._mean[:, None]) / self._std[:, None]
 
     def _log_prob(self, y: np.ndarray) -> np.ndarray:
         z = self._z(y)
-        return -0.5 * z * z - np.log(self._sd)[:, None] - _LOG_SQRT_2PI
+        return -0.5 * z * z - np.log(self._std)[:, None] - _LOG_SQRT_2PI
 
     def _cdf(self, y: np.ndarray) -> np.ndarray:
         return ndtr(self._z(y))
 
     def _quantile(self, q: np.ndarray, tol: float = 0.0, max_iter: int = 0) -> np.ndarray:
         # ndtri(0) = -inf and ndtri(1) = +inf already, exactly as the contract asks.
-        return self._mean[:, None] + self._sd[:, None] * ndtri(q)
+        return self._mean[:, None] + self._std[:, None] * ndtri(q)
 
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        return self._mean + self._sd * rng.standard_normal((n, len(self)))
+        return self._mean + self._std * rng.standard_normal((n, len(self)))
 
     def _subset(self, index: np.ndarray) -> "Normal":
         return Normal(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dubito.predictive.base import RegressionPredictive, as_numpy
+from dubito.predictive.base import StoredMoments, as_numpy
 from dubito.predictive.mixture import GaussianMixture
 from dubito.predictive.normal import _frozen, _require_finite, _require_positive
 
@@ -24,7 +24,7 @@ __all__ = ["Samples"]
 _H_FLOOR = float(np.sqrt(np.finfo(np.float64).eps))
 
 
-class Samples(RegressionPredictive):
+class Samples(StoredMoments):
     r"""Predictive built from draws (S, N) of the prediction at N inputs.
 
     With ``noise_std`` s (scalar, (S,), (N,) or (S, N); broadcast to (S, N)): the
@@ -179,27 +179,6 @@ class Samples(RegressionPredictive):
                 noise = var
             self._mixture = GaussianMixture._from_arrays(w, mu, var, noise)
         return self._mixture
-
-    # ------------------------------------------------------------------ moments
-    @property
-    def mean(self) -> np.ndarray:
-        return self._mean
-
-    @property
-    def var(self) -> np.ndarray:
-        return self._var
-
-    @property
-    def std(self) -> np.ndarray:
-        return self._std
-
-    @property
-    def epistemic_var(self) -> np.ndarray | None:
-        return self._epistemic
-
-    @property
-    def aleatoric_var(self) -> np.ndarray | None:
-        return self._aleatoric
 
     # ------------------------------------------------------------------ distribution
     def _log_prob(self, y: np.ndarray) -> np.ndarray:
