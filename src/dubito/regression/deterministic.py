@@ -243,6 +243,14 @@ class _MLPRegressor(_Standardised):
         for start in range(0, Xs.shape[0], step):
             yield torch.as_tensor(Xs[start : start + step], dtype=torch.float64).to(dev)
 
+    @torch.no_grad()
+    def _predict_output(self, Xs: np.ndarray) -> np.ndarray:
+        """The network's first output on standardised inputs, in the user's units, (N,).
+
+        With the net in eval mode (dropout off, i.e. the weight-scaled net of MC dropout)."""
+        out = [self.net_(chunk)[:, 0].cpu() for chunk in self._chunks(Xs)]
+        return torch.cat(out).numpy() * self.y_scale_ + self.y_mean_
+
     def _settings_hidden(self) -> tuple[int, ...]:
         return _check_hidden(self.hidden)
 
@@ -367,7 +375,7 @@ class DeterministicRegressor(_MLPRegressor):
         return ((net(xb)[:, 0] - yb) ** 2).mean()
 
     def _after_training(self, Xs, y):
-        self.noise_var_ = residual_variance(y, self._predict_standardised(Xs))
+        self.noise_var_ = residual_variance(y, self._predict_output(Xs))
 
     def _fitted_scalars(self):
         return {"noise_var": self.noise_var_}
@@ -382,14 +390,9 @@ class DeterministicRegressor(_MLPRegressor):
         """
         return self._fit_net(X, y)
 
-    @torch.no_grad()
-    def _predict_standardised(self, Xs: np.ndarray) -> np.ndarray:
-        out = [self.net_(chunk)[:, 0].cpu() for chunk in self._chunks(Xs)]
-        return torch.cat(out).numpy() * self.y_scale_ + self.y_mean_
-
     def predict(self, X) -> np.ndarray:
         """f(x) in the user's units, shape (N,)."""
-        return self._predict_standardised(self._standardise(X))
+        return self._predict_output(self._standardise(X))
 
     def predict_distribution(self, X) -> Normal:
         """N(f(x), noise_var_) per input (user units); aleatoric_var = noise_var_."""

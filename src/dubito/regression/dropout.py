@@ -148,7 +148,7 @@ class MCDropoutRegressor(_MLPRegressor):
     def _after_training(self, Xs, y):
         noise = self._settings()["noise"]
         if noise == "residual":
-            self.noise_var_ = residual_variance(y, self._predict_weight_scaled(Xs))
+            self.noise_var_ = residual_variance(y, self._predict_output(Xs))
         elif noise == "none":
             self.noise_var_ = None
         else:
@@ -170,11 +170,6 @@ class MCDropoutRegressor(_MLPRegressor):
         return self._fit_net(X, y)
 
     # ------------------------------------------------------------------ predict
-    @torch.no_grad()
-    def _predict_weight_scaled(self, Xs: np.ndarray) -> np.ndarray:
-        out = [self.net_(chunk)[:, 0].cpu() for chunk in self._chunks(Xs)]
-        return torch.cat(out).numpy() * self.y_scale_ + self.y_mean_
-
     def sample_masks(self, n_samples=None, random_state=None) -> list[torch.Tensor]:
         """The T dropout masks a prediction uses: one (T, width) float64 CPU tensor per hidden
         layer (entries 0 or 1/(1-p)). ``random_state=None`` -> the fitted ``predict_seed_``;
