@@ -53,8 +53,16 @@ Three ways to get psi (``feature_source_``):
   model (eval mode, no grad) and reads the hooked output. The layer's output must be 2-D
   (batch, p): hook a layer after the flatten.
 
-Every path also accepts ``predict_distribution(features=psi)``. Persistence: no ``save`` /
-``load`` yet (they raise ``NotImplementedError``).
+Every path also accepts ``predict_distribution(features=psi)``; ``features(X)`` returns psi for
+new inputs (network and wrapped paths), e.g. to fit several posterior variants on one trained
+network: ``ImplicitCopulaRegressor.from_features(est.train_features_, y, prior="horseshoe")``
+then ``predict_distribution(features=est.features(X_new))`` (identical to fitting the variant
+directly with the same ``random_state``).
+
+Persistence: ``save(path)`` / ``load(path, model=None)``, one safetensors file with JSON
+metadata (no pickle; `dubito.regression.copula_io`). A wrapped model's torch module is not
+saved: pass it again as ``load(path, model=m)``. Only the default or a `KDEMarginal` marginal
+can be saved.
 """
 
 from __future__ import annotations
@@ -77,6 +85,7 @@ from dubito._validation import (
 from dubito.nn.batched import ACTIVATIONS
 from dubito.nn.dropout_mlp import MLP
 from dubito.predictive.grid import GridDensity
+from dubito.regression.copula_io import read_copula, write_copula
 from dubito.regression.copula_posterior import (
     INFERENCES,
     NU_DEFAULT,
@@ -148,6 +157,19 @@ def _check_features(psi, name: str = "psi", *, p: int | None = None, training: b
     return psi
 
 
+def _check_layer(model, feature_layer) -> None:
+    """TypeError for a non-Module, ValueError (listing the names) for a missing submodule."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    modules = dict(model.named_modules())
+    if not isinstance(feature_layer, str) or feature_layer not in modules or feature_layer == "":
+        names = [n for n in modules if n]
+        raise ValueError(
+            f"feature_layer {feature_layer!r} is not a submodule of the model; available names: "
+            f"{', '.join(names) if names else '(none: the model has no submodules)'}"
+        )
+
+
 def _check_response(y, n: int) -> np.ndarray:
     if isinstance(y, torch.Tensor):
         y = y.detach().cpu().numpy()
@@ -182,6 +204,8 @@ class ImplicitCopulaRegressor(_MLPRegressor):
     inference : {"vi", "nuts"}, default "vi"  (the paper's main method)
     network : {"mlp"}, default "mlp"
         The feature network of ``fit`` (tabular X). For images or any other torch model use `wrap`.
+    image_shape : None or (C, H, W), default None
+        (C, H, W) of flattened image inputs, for network="cnn" (stored as given).
     hidden : tuple of int, default (100, 50)
         Hidden widths *before* the feature layer; the network is hidden + (n_features,) -> 1,
         i.e. PilotNet's dense tail (100, 50, 10) by default (spec §2.2 [C]).
@@ -219,7 +243,7 @@ class ImplicitCopulaRegressor(_MLPRegressor):
 
     _description = "IC-NLM feature network"
 
-    def __init__(self, prior="ridge", inference="vi", network="mlp", hidden=(100, 50), n_features=10,
+    def __init__(self, prior="ridge", inference="vi", network="mlp", image_shape=None, hidden=(100, 50), n_features=10,
                  activation="relu", lr=2.5e-4, weight_decay=0.0, batch_size=32, epochs=60, nu=NU_DEFAULT,
                  n_draws=1000, vi_max_iter=14_000, vi_min_iter=1_000, vi_draws=50, vi_rank=3,
                  nuts_samples=1000, nuts_warmup=1000, nuts_chains=2, predictive="plugin", theta_point="median",
@@ -227,6 +251,7 @@ class ImplicitCopulaRegressor(_MLPRegressor):
         self.prior = prior
         self.inference = inference
         self.network = network
+        self.image_shape = image_shape
         self.hidden = hidden
         self.n_features = n_features
         self.activation = activation
@@ -353,15 +378,7 @@ class ImplicitCopulaRegressor(_MLPRegressor):
         head is not used: IC-NLM trains the network on z (spec §2.2); a network trained on y
         gives features that work too, a post-hoc use the paper does not study.
         """
-        if not isinstance(model, torch.nn.Module):
-            raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-        modules = dict(model.named_modules())
-        if not isinstance(feature_layer, str) or feature_layer not in modules or feature_layer == "":
-            names = [n for n in modules if n]
-            raise ValueError(
-                f"feature_layer {feature_layer!r} is not a submodule of the model; available names: "
-                f"{', '.join(names) if names else '(none: the model has no submodules)'}"
-            )
+        _check_layer(model, feature_layer)
         est = cls(**settings)
         est.model_ = model
         est.feature_layer_ = feature_layer
@@ -398,8 +415,13 @@ class ImplicitCopulaRegressor(_MLPRegressor):
         self.marginal_ = marginal
         self.train_features_ = psi
         self.n_features_ = int(psi.shape[1])
+        # fresh C-contiguous torch copies: the posterior must not depend, to the last bit, on the caller's
+        # array layout (BLAS rounding depends on strides and alignment)
+        dev = torch.device(self.device)
+        psi_t = torch.tensor(np.ascontiguousarray(psi), dtype=torch.float64, device=dev)
+        z_t = torch.tensor(np.ascontiguousarray(z), dtype=torch.float64, device=dev)
         self.posterior_ = fit_copula_posterior(
-            psi, z, prior=cs["prior"], inference=cs["inference"], nu=cs["nu"], n_draws=cs["n_draws"],
+            psi_t, z_t, prior=cs["prior"], inference=cs["inference"], nu=cs["nu"], n_draws=cs["n_draws"],
             rank=cs["vi_rank"], vi_draws=cs["vi_draws"], max_iter=cs["vi_max_iter"],
             min_iter=min(cs["vi_min_iter"], cs["vi_max_iter"]), num_samples=cs["nuts_samples"],
             warmup_steps=cs["nuts_warmup"], num_chains=cs["nuts_chains"], seed=seed, device=self.device,
@@ -448,6 +470,22 @@ class ImplicitCopulaRegressor(_MLPRegressor):
             model.train(was_training)
         return torch.cat(out).numpy()
 
+    def features(self, X) -> np.ndarray:
+        """psi(x), the (N, p) float64 features of inputs X: the feature network's last hidden layer
+        (``fit``) or the hooked layer of the wrapped model (``wrap``). A model fitted by
+        ``from_features`` has no network: ValueError."""
+        check_fitted(self, ["posterior_"])
+        if self.feature_source_ == "features":
+            raise ValueError(
+                "this model was fitted from features (from_features), it has no network to compute them: "
+                "compute psi with your own feature extractor"
+            )
+        if X is None:
+            raise ValueError("X must be the inputs (n, ...) whose features to compute, got None")
+        if self.feature_source_ == "wrapped":
+            return _check_features(self._wrapped_features(X), "features", p=self.n_features_)
+        return self._network_features(self._standardise(X))
+
     def _features(self, X, features) -> np.ndarray:
         check_fitted(self, ["posterior_"])
         if (X is None) == (features is None):
@@ -459,14 +497,15 @@ class ImplicitCopulaRegressor(_MLPRegressor):
                 "this model was fitted from features (from_features), it has no network to compute them: "
                 "pass features=psi_new"
             )
-        if self.feature_source_ == "wrapped":
-            return _check_features(self._wrapped_features(X), "features", p=self.n_features_)
-        return self._network_features(self._standardise(X))
+        return self.features(X)
 
     # -------------------------------------------------------------- prediction
     def _z_prediction(self, psi):
         cs = self._copula_settings()
-        return self.posterior_.predict_z(psi, kind=cs["predictive"], theta_point=cs["theta_point"]), cs
+        # a fresh C-contiguous torch copy: BLAS rounding depends on strides and alignment, and the same
+        # psi must give bit-identical predictions whether it came from X, features= or a loaded file
+        psi_t = torch.tensor(np.ascontiguousarray(psi), dtype=torch.float64, device=self.posterior_.theta.device)
+        return self.posterior_.predict_z(psi_t, kind=cs["predictive"], theta_point=cs["theta_point"]), cs
 
     def _z_cap(self) -> float:
         clip = getattr(self.marginal_, "clip", None)
@@ -547,8 +586,31 @@ class ImplicitCopulaRegressor(_MLPRegressor):
 
     # -------------------------------------------------------------- persistence
     def save(self, path) -> None:
-        raise NotImplementedError("ImplicitCopulaRegressor has no save/load yet")
+        """Write the fitted model to ``path``: safetensors + JSON, atomically, no pickle
+        (`dubito.regression.copula_io`). A wrapped model's torch module is not written; a
+        marginal other than None / `KDEMarginal` cannot be saved (ValueError)."""
+        write_copula(self, path)
 
     @classmethod
-    def load(cls, path, *, device=None):
-        raise NotImplementedError("ImplicitCopulaRegressor has no save/load yet")
+    def load(cls, path, *, device=None, model=None) -> ImplicitCopulaRegressor:
+        """Read a model written by `save`; ``device`` overrides the saved device setting.
+
+        A model made by `wrap` needs its torch module again: ``load(path, model=m)`` (the saved
+        ``feature_layer_`` must name a submodule of m). A corrupted, truncated or foreign file
+        raises ``ValueError``.
+        """
+        est = read_copula(cls, path, device=device)
+        if est.feature_source_ == "wrapped":
+            if model is None:
+                raise ValueError(
+                    f"{path} holds a wrapped model (feature layer {est.feature_layer_!r}); its torch module is not "
+                    "saved: pass it as load(path, model=your_model)"
+                )
+            _check_layer(model, est.feature_layer_)
+            est.model_ = model
+        elif model is not None:
+            raise ValueError(
+                f"{path} holds a model with feature source {est.feature_source_!r}, not a wrapped one: "
+                "do not pass model="
+            )
+        return est

@@ -1,0 +1,237 @@
+"""save / load of `ImplicitCopulaRegressor`: one safetensors file with JSON metadata (no pickle).
+
+Written through `dubito.io.save_tensors` (atomic) and read by `dubito.io.load_tensors`, which
+reports a truncated, garbage or foreign file with one ``ValueError``; inconsistent contents of a
+readable file are a ``ValueError`` too.
+
+Tensors (float64 unless said): ``marginal.{grid,pdf,cdf,sf}`` (the fitted `KDEMarginal`'s
+tables), ``posterior.theta`` (J, dim), ``posterior.theta_by_chain`` (NUTS), ``posterior.q.{mean,
+factor,diag}`` (VI: the fitted factor Gaussian, so ``point_estimate`` works), ``train_features``
+(n, p), ``dead_features`` (int64, network path), and for the network path ``net.*`` (the MLP's
+state dict), ``x_mean``, ``x_scale``, ``loss_curve`` (as `_MLPRegressor.save`).
+
+JSON: ``params`` (constructor settings; ``marginal`` as a KDEMarginal configuration or None,
+``image_shape`` as a list), ``fitted`` (feature_source, n_features, n_train, n_features_in,
+feature_layer, network scalars), ``marginal`` (`KDEMarginal.to_state`'s settings) and
+``posterior`` (prior, inference, p, names, nu, tau2_fixed, diagnostics, settings; numpy arrays
+are stored as tagged lists and come back as arrays of their dtype).
+
+A wrapped model's torch module is the user's and is not saved: ``load(path, model=m)``
+re-attaches it. Only a `KDEMarginal` (or the default None) marginal can be saved: a
+user-supplied object cannot be rebuilt without pickle.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+import torch
+
+from dubito import io
+from dubito._validation import check_fitted
+from dubito.inference.vi import FactorGaussian
+from dubito.regression.copula_posterior import CopulaPosterior
+from dubito.regression.deterministic import _json_params
+from dubito.regression.marginal import KDEMarginal
+
+__all__ = ["read_copula", "write_copula"]
+
+STATE_VERSION = 1
+_ARRAY_TAG = "__ndarray__"
+_KDE_PARAMS = ("bandwidth", "grid_size", "bounds", "min_distinct", "clip")
+
+
+# ---------------------------------------------------------------- JSON of diagnostics and settings
+def _to_json(obj):
+    """JSON-able copy: arrays and tensors -> {"__ndarray__": list, "dtype": str}, numpy scalars ->
+    Python scalars, tuples -> lists; anything else unknown -> its str (diagnostics are informational)."""
+    if isinstance(obj, torch.Tensor):
+        obj = obj.detach().cpu().numpy()
+    if isinstance(obj, np.ndarray):
+        return {_ARRAY_TAG: obj.tolist(), "dtype": str(obj.dtype)}
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, numbers.Integral):
+        return int(obj)
+    if isinstance(obj, numbers.Real):
+        return float(obj)
+    if obj is None or isinstance(obj, str):
+        return obj
+    if isinstance(obj, dict):
+        return {str(k): _to_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_to_json(v) for v in obj]
+    return str(obj)
+
+
+def _from_json(obj):
+    if isinstance(obj, dict):
+        if _ARRAY_TAG in obj:
+            return np.asarray(obj[_ARRAY_TAG], dtype=np.dtype(obj["dtype"]))
+        return {k: _from_json(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_from_json(v) for v in obj]
+    return obj
+
+
+# ---------------------------------------------------------------- marginal
+def _marginal_param(m):
+    """The constructor's ``marginal`` setting as JSON: None or a KDEMarginal's configuration."""
+    if m is None:
+        return None
+    if type(m) is not KDEMarginal:
+        raise ValueError(
+            f"cannot save a model built with marginal={m!r}: only None or a KDEMarginal can be stored without "
+            "pickle; refit with marginal=None or a configured KDEMarginal"
+        )
+    cfg = {k: getattr(m, k) for k in _KDE_PARAMS}
+    bw = cfg["bandwidth"]
+    cfg["bandwidth"] = bw if isinstance(bw, str) else float(bw)
+    if cfg["bounds"] is not None:
+        cfg["bounds"] = [None if b is None or math.isinf(float(b)) else float(b) for b in cfg["bounds"]]
+    cfg["grid_size"], cfg["min_distinct"], cfg["clip"] = int(cfg["grid_size"]), int(cfg["min_distinct"]), float(cfg["clip"])
+    return cfg
+
+
+def _marginal_from_param(cfg):
+    if cfg is None:
+        return None
+    cfg = dict(cfg)
+    if cfg["bounds"] is not None:
+        cfg["bounds"] = tuple(cfg["bounds"])
+    return KDEMarginal(**cfg)
+
+
+def _marginal_state(m) -> tuple[dict[str, torch.Tensor], dict]:
+    if type(m) is not KDEMarginal or not callable(getattr(m, "to_state", None)):
+        raise ValueError(
+            f"cannot save the fitted marginal {type(m).__name__}: it is not a KDEMarginal (no to_state(), or a "
+            "class that cannot be rebuilt without pickle); fit with marginal=None or a KDEMarginal to save the model"
+        )
+    arrays, settings = m.to_state()
+    return {f"marginal.{k}": torch.from_numpy(np.ascontiguousarray(v, dtype=np.float64)) for k, v in arrays.items()}, settings
+
+
+# ---------------------------------------------------------------- posterior
+def _posterior_state(post: CopulaPosterior) -> tuple[dict[str, torch.Tensor], dict]:
+    t = {"posterior.theta": post.theta.detach().cpu().clone()}
+    if post.theta_by_chain is not None:
+        t["posterior.theta_by_chain"] = post.theta_by_chain.detach().cpu().clone()
+    if post.q is not None:
+        t.update({f"posterior.q.{k}": v.detach().cpu().clone() for k, v in post.q.to_dict().items()})
+    meta = dict(prior=post.prior, inference=post.inference, p=int(post.p), names=list(post.names),
+                nu=float(post.nu), tau2_fixed=None if post.tau2_fixed is None else float(post.tau2_fixed),
+                diagnostics=_to_json(post.diagnostics), settings=_to_json(post.settings))
+    return t, meta
+
+
+def _posterior_from_state(t: dict, meta: dict, device) -> CopulaPosterior:
+    dev = torch.device(device)
+    theta = t["posterior.theta"].to(dev, torch.float64)
+    by_chain = t.get("posterior.theta_by_chain")
+    q = None
+    if "posterior.q.mean" in t:
+        q = FactorGaussian(*(t[f"posterior.q.{k}"].to(dev, torch.float64) for k in ("mean", "factor", "diag")))
+    post = CopulaPosterior(
+        prior=str(meta["prior"]), inference=str(meta["inference"]), p=int(meta["p"]), names=list(meta["names"]),
+        theta=theta, theta_by_chain=None if by_chain is None else by_chain.to(dev, torch.float64), q=q,
+        nu=float(meta["nu"]), tau2_fixed=None if meta["tau2_fixed"] is None else float(meta["tau2_fixed"]),
+        diagnostics=_from_json(meta["diagnostics"]), settings=_from_json(meta["settings"]),
+    )
+    dim = len(post.names)
+    ok = theta.dim() == 2 and theta.shape[1] == dim and post.prior in ("ridge", "horseshoe")
+    if by_chain is not None:
+        ok = ok and by_chain.dim() == 3 and by_chain.shape[0] * by_chain.shape[1] == theta.shape[0]
+    if q is not None:
+        ok = ok and q.mean.shape == (dim,) and q.factor.dim() == 2 and q.factor.shape[0] == dim and q.diag.shape == (dim,)
+    if not ok:
+        raise ValueError("posterior tensors do not match its parameter names")
+    return post
+
+
+# ---------------------------------------------------------------- the estimator
+def write_copula(est, path) -> None:
+    """Write a fitted `ImplicitCopulaRegressor` to ``path`` (see the module docstring)."""
+    check_fitted(est, ["posterior_"])
+    params = _json_params(est)
+    params["marginal"] = _marginal_param(est.marginal)
+    params["image_shape"] = None if est.image_shape is None else [int(v) for v in est.image_shape]
+    tensors, marginal_settings = _marginal_state(est.marginal_)
+    post_t, post_meta = _posterior_state(est.posterior_)
+    tensors.update(post_t)
+    tensors["train_features"] = torch.from_numpy(np.ascontiguousarray(est.train_features_, dtype=np.float64))
+    source = est.feature_source_
+    fitted = dict(version=STATE_VERSION, feature_source=source, n_features=int(est.n_features_),
+                  n_train=int(est.n_train_), n_features_in=getattr(est, "n_features_in_", None),
+                  feature_names_in=[str(c) for c in getattr(est, "feature_names_in_", [])] or None)
+    if fitted["n_features_in"] is not None:
+        fitted["n_features_in"] = int(fitted["n_features_in"])
+    if source == "wrapped":
+        fitted["feature_layer"] = str(est.feature_layer_)
+    if source == "network":
+        fitted.update(y_mean=float(est.y_mean_), y_scale=float(est.y_scale_), predict_seed=int(est.predict_seed_))
+        tensors.update({f"net.{k}": v.detach().cpu().clone() for k, v in est.net_.state_dict().items()})
+        tensors["x_mean"] = torch.as_tensor(est.x_mean_, dtype=torch.float64)
+        tensors["x_scale"] = torch.as_tensor(est.x_scale_, dtype=torch.float64)
+        tensors["loss_curve"] = torch.as_tensor(est.loss_curve_, dtype=torch.float64)
+    if getattr(est, "dead_features_", None) is not None:
+        tensors["dead_features"] = torch.as_tensor(np.asarray(est.dead_features_, dtype=np.int64))
+    io.save_tensors(path, tensors, type(est).__name__,
+                    {"params": params, "fitted": fitted, "marginal": marginal_settings, "posterior": post_meta})
+
+
+def read_copula(cls, path, *, device=None):
+    """Read a file written by `write_copula` (without re-attaching a wrapped model)."""
+    tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
+    # fresh (aligned) copies: BLAS results can depend on a buffer's alignment, and predictions
+    # after loading must be bit-identical to the saved model's
+    tensors = {k: v.clone() for k, v in tensors.items()}
+    try:
+        fitted = settings["fitted"]
+        if fitted.get("version") != STATE_VERSION:
+            raise ValueError(f"unknown {cls.__name__} state version {fitted.get('version')!r}")
+        params = dict(settings["params"])
+        params["hidden"] = tuple(params["hidden"])
+        params["marginal"] = _marginal_from_param(params["marginal"])
+        if params.get("image_shape") is not None:
+            params["image_shape"] = tuple(params["image_shape"])
+        if device is not None:
+            params["device"] = str(device)
+        est = cls(**params)
+        s = est._settings()
+        est.marginal_ = KDEMarginal.from_state(
+            {k[len("marginal."):]: v for k, v in tensors.items() if k.startswith("marginal.")}, settings["marginal"])
+        est.posterior_ = _posterior_from_state(tensors, settings["posterior"], s["device"])
+        est.feature_source_ = str(fitted["feature_source"])
+        est.n_features_ = int(fitted["n_features"])
+        est.n_train_ = int(fitted["n_train"])
+        est.train_features_ = tensors["train_features"].double().numpy()
+        if fitted.get("n_features_in") is not None:
+            est.n_features_in_ = int(fitted["n_features_in"])
+        if fitted.get("feature_names_in"):
+            est.feature_names_in_ = np.asarray(fitted["feature_names_in"], dtype=object)
+        if "dead_features" in tensors:
+            est.dead_features_ = tensors["dead_features"].numpy().astype(np.intp)
+        if est.feature_source_ == "wrapped":
+            est.feature_layer_ = str(fitted["feature_layer"])
+        elif est.feature_source_ == "network":
+            p_in = int(fitted["n_features_in"])
+            net = est._build_net(s, p_in, generator=None, dtype=torch.float64)
+            net.load_state_dict({k[len("net."):]: v for k, v in tensors.items() if k.startswith("net.")}, strict=True)
+            est.net_ = net.double().to(s["device"]).eval()
+            est.x_mean_ = tensors["x_mean"].double().numpy()
+            est.x_scale_ = tensors["x_scale"].double().numpy()
+            est.loss_curve_ = tensors["loss_curve"].double().numpy()
+            est.y_mean_, est.y_scale_ = float(fitted["y_mean"]), float(fitted["y_scale"])
+            est.predict_seed_ = int(fitted["predict_seed"])
+            if est.x_mean_.shape != (p_in,) or est.x_scale_.shape != (p_in,):
+                raise ValueError("x_mean / x_scale do not match n_features_in")
+        elif est.feature_source_ != "features":
+            raise ValueError(f"unknown feature_source {est.feature_source_!r}")
+        if est.train_features_.shape != (est.n_train_, est.n_features_) or est.posterior_.p != est.n_features_:
+            raise ValueError("train_features / posterior do not match n_train and n_features")
+    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as exc:
+        raise ValueError(f"{path} is a {cls.__name__} file with inconsistent contents (corrupted?): {exc}") from None
+    return est
