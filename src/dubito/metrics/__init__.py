@@ -7,6 +7,8 @@
 * :mod:`dubito.metrics.ood` - ``auroc``, ``aupr``, ``fpr_at_tpr``; OOD is the positive class and
   a higher score means more OOD.
 * :mod:`dubito.metrics.summary` - ``regression_summary``: one stable dict of all of the above.
+* :mod:`dubito.metrics.thresholds` - the IC-NLM paper's ``accuracy`` within a tolerance, the
+  ``matched_thresholds`` that map its 6/2 degrees to other data, and ``error_variance_curve``.
 """
 
 from dubito.metrics import ood
@@ -38,6 +40,14 @@ from dubito.metrics.scoring import (
     squared_error,
 )
 from dubito.metrics.summary import SUMMARY_LEVELS, level_key, regression_summary
+from dubito.metrics.thresholds import (
+    PAPER_NAIVE_ACCURACY,
+    PAPER_THRESHOLDS,
+    ErrorVarianceCurve,
+    accuracy,
+    error_variance_curve,
+    matched_thresholds,
+)
 
 __all__ = [
     "ood",
@@ -73,4 +83,11 @@ __all__ = [
     "SUMMARY_LEVELS",
     "level_key",
     "regression_summary",
+    # thresholds (IC-NLM paper)
+    "PAPER_THRESHOLDS",
+    "PAPER_NAIVE_ACCURACY",
+    "accuracy",
+    "matched_thresholds",
+    "ErrorVarianceCurve",
+    "error_variance_curve",
 ]
