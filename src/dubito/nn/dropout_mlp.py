@@ -18,6 +18,9 @@ dropout (``eval()``, no masks) is the weight-scaling approximation of the MC mea
   network as row j), so a prediction does not depend on which other rows are in the batch
   and joint draws over inputs come from one sampled function.
 
+``features(x)`` is psi(x), the last hidden layer's output after its activation with dropout off
+(the IC-NLM's features; `dubito.nn.pilotnet.PilotNet` has the same method).
+
 Initialisation: PyTorch's ``nn.Linear`` default, U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for
 weights and biases, drawn from an optional CPU ``torch.Generator`` (as in `dubito.nn.batched`).
 """
@@ -35,9 +38,12 @@ from dubito.nn.batched import ACTIVATIONS
 __all__ = ["MLP", "init_uniform_"]
 
 
-def init_uniform_(layer: nn.Linear, generator: torch.Generator | None = None) -> None:
-    """PyTorch's default ``nn.Linear`` init U(-1/sqrt(fan_in), 1/sqrt(fan_in)) from ``generator``."""
-    bound = 1.0 / math.sqrt(layer.in_features) if layer.in_features > 0 else 0.0
+def init_uniform_(layer: nn.Linear | nn.Conv2d, generator: torch.Generator | None = None) -> None:
+    """PyTorch's default ``nn.Linear`` / ``nn.Conv2d`` init U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+    for weight and bias, drawn from ``generator``; fan_in = in_features (linear) or
+    in_channels * kernel_h * kernel_w (convolution)."""
+    fan_in = math.prod(layer.weight.shape[1:])
+    bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
     with torch.no_grad():
         for p in (layer.weight, layer.bias):
             draw = torch.rand(p.shape, generator=generator, dtype=torch.float64) * 2.0 - 1.0
@@ -87,6 +93,15 @@ class MLP(nn.Module):
             for w in self.hidden
         ]
 
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """psi(x), (n, hidden[-1]): the last hidden layer's output after its activation, with
+        dropout off whatever the mode (x itself when there is no hidden layer)."""
+        act = ACTIVATIONS[self.activation]
+        h = x
+        for layer in self.layers[:-1]:
+            h = act(layer(h))
+        return h
+
     def forward(self, x: torch.Tensor, masks: Sequence[torch.Tensor] | None = None,
                 generator: torch.Generator | None = None) -> torch.Tensor:
         act = ACTIVATIONS[self.activation]
@@ -116,8 +131,8 @@ class MLP(nn.Module):
         so it suits a small ``out_features`` (1 for regression).
         """
         act = ACTIVATIONS[self.activation]
-        T = masks[0].shape[0]
-        h = x if x.dim() == 3 else x.unsqueeze(0).expand(T, *x.shape)
+        h = x if x.dim() == 3 else x.unsqueeze(0).expand(masks[0].shape[0], *x.shape)
+        T = h.shape[0]  # a 3-D x (as from PilotNet's trunk) may come with no dense masks
         for i, layer in enumerate(self.layers[:-1]):
             w = layer.weight.t().unsqueeze(0).expand(T, -1, -1)
             h = torch.baddbmm(layer.bias.view(1, 1, -1).expand(T, 1, -1), h, w)

@@ -1,7 +1,7 @@
 r"""Mixture density network (Bishop 1994): an MLP whose output parametrises a Gaussian mixture.
 
-For K components the trunk (`dubito.nn.dropout_mlp.MLP`, no dropout) ends in a linear layer
-of width 3K, split into
+For K components the trunk (`dubito.nn.dropout_mlp.MLP`, no dropout; or any ``body`` module,
+e.g. `dubito.nn.pilotnet.PilotNet` for images) ends in a linear layer of width 3K, split into
 
 * logits a_k(x)   -> weights   pi_k(x) = softmax(a(x))_k      (returned as log pi, log_softmax)
 * means  mu_k(x)  (identity link)
@@ -40,18 +40,30 @@ _LOG_2PI = math.log(2.0 * math.pi)
 
 
 class MixtureDensityNet(nn.Module):
-    """``forward(x)`` -> ``(log_weights, means, variances)``, each (n, K)."""
+    """``forward(x)`` -> ``(log_weights, means, variances)``, each (n, K).
+
+    ``body``: the trunk, a module x -> (n, 3K). None (default) builds
+    ``MLP(n_features, hidden, 3K, activation)``; for images pass e.g.
+    ``PilotNet(image_shape, hidden, 3 * n_components, activation)`` (`dubito.nn.pilotnet`;
+    ``n_features``, ``hidden``, ``activation``, ``generator``, ``dtype`` and ``device`` are then
+    unused).
+    """
 
     def __init__(self, n_features: int, hidden: Sequence[int] = (100, 50, 10), n_components: int = 50,
                  activation: str = "relu", variance_floor: float = 1e-4, *, generator=None,
-                 dtype=torch.float32, device="cpu"):
+                 dtype=torch.float32, device="cpu", body: nn.Module | None = None):
         super().__init__()
         if not variance_floor > 0:
             raise ValueError(f"variance_floor must be > 0, got {variance_floor!r}")
         self.n_components = int(n_components)
         self.variance_floor = float(variance_floor)
-        self.body = MLP(n_features, hidden, 3 * self.n_components, activation, 0.0,
-                        generator=generator, dtype=dtype, device=device)
+        if body is None:
+            body = MLP(n_features, hidden, 3 * self.n_components, activation, 0.0,
+                       generator=generator, dtype=dtype, device=device)
+        elif getattr(body, "out_features", 3 * self.n_components) != 3 * self.n_components:
+            raise ValueError(f"body must output 3 * n_components = {3 * self.n_components} values, "
+                             f"it has out_features = {body.out_features}")
+        self.body = body
 
     def forward(self, x: torch.Tensor):
         logits, means, raw = self.body(x).split(self.n_components, dim=-1)

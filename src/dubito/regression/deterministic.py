@@ -23,7 +23,22 @@ Learning in Autonomous Driving" (Ann. Appl. Stat. 17, 2023); spec ``shared/specs
 
 `_MLPRegressor` holds what the MLP baselines (this module, `dubito.regression.dropout`,
 `dubito.regression.mdn`) share: settings checks, internal standardisation of X and y,
-mini-batch Adam training with a progress bar, and ``save``/``load`` through `dubito.io`.
+mini-batch Adam training with a progress bar, ``save``/``load`` through `dubito.io`, and the
+network factory `_MLPRegressor._make_net`.
+
+Images (``network="cnn"``): X holds flattened channel-first images, (n, C*H*W), of shape
+``image_shape`` (e.g. ``dubito.data.load("driving")`` and its ``meta["frame_shape"]``); the
+network is `dubito.nn.pilotnet.PilotNet` (PilotNet's 5 convolutions, then the same dense
+``hidden`` tail; spec §2.2 [C], scaled down as in §5). X is then standardised by ONE mean and
+sd over all pixels of the training images (``x_mean_`` / ``x_scale_`` are (p,) arrays filled
+with them, so ``_standardise``, ``save`` and ``load`` work unchanged): a per-pixel
+standardisation would rescale each pixel differently and change the image. Prediction runs in
+chunks sized by the widest per-row buffer of the convolutions (``_row_width``). Measured at
+the defaults on 64x64 grey frames, one CPU thread of a shared 2-core machine: training (float32,
+batch 32) about 36 s per epoch of 20,000 frames, with or without dropout; prediction (float64)
+about 3 ms per frame, so the residual pass after training adds about a minute at 20,000
+frames. Holding 20,000 frames costs 0.66 GB per float64 copy of X (fit keeps X and its
+standardised copy, plus a float32 copy for training).
 
 Defaults (all baselines): Adam with lr 2.5e-4, batch size 32 and 60 epochs are the
 benchmarks' Keras settings (spec §2.2/§3.3 [C]); hidden widths (100, 50, 10) are PilotNet's
@@ -49,6 +64,7 @@ from dubito._validation import (
 )
 from dubito.nn.batched import ACTIVATIONS
 from dubito.nn.dropout_mlp import MLP
+from dubito.nn.pilotnet import PilotNet, activation_width, check_image_shape
 from dubito.predictive.normal import Normal
 
 __all__ = ["DeterministicRegressor", "NaiveRegressor", "residual_variance"]
@@ -58,6 +74,9 @@ MIN_SAMPLES = 2
 
 #: Rows x width elements per forward chunk at prediction (float64: 128 MB per activation).
 _CHUNK_ELEMENTS = 1 << 24
+
+#: The ``network`` choices of the MLP baselines: dense MLP (tabular X) or PilotNet (images).
+NETWORKS = ("mlp", "cnn")
 
 
 def residual_variance(y: np.ndarray, fitted: np.ndarray) -> float:
@@ -109,16 +128,26 @@ def _json_params(est) -> dict:
     params["random_state"] = int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else None
     if "device" in params:
         params["device"] = str(params["device"])
+    if params.get("image_shape") is not None:  # validated in fit; JSON keeps it as a list
+        params["image_shape"] = [int(d) for d in params["image_shape"]]
     return params
 
 
 class _Standardised(RegressorMixin, BaseEstimator):
     """Standardisation of X and y, fitted-data bookkeeping and the sklearn tags."""
 
-    def _fit_scaling(self, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        x_mean = X.mean(axis=0)
-        x_scale = X.std(axis=0)
-        x_scale[np.ptp(X, axis=0) == 0] = 1.0  # constant column: centre only (sd := 1)
+    def _fit_scaling(self, X: np.ndarray, y: np.ndarray, scalar_x: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Standardised (X, y). Per column for tabular X; with ``scalar_x`` (images) ONE mean
+        and sd over all entries of X, stored as (p,) arrays filled with them, so the pixels
+        keep their relative values (a per-pixel scaling would change the image)."""
+        if scalar_x:
+            constant = np.ptp(X) == 0
+            x_mean = np.full(X.shape[1], X.mean())
+            x_scale = np.full(X.shape[1], 1.0 if constant else X.std())
+        else:
+            x_mean = X.mean(axis=0)
+            x_scale = X.std(axis=0)
+            x_scale[np.ptp(X, axis=0) == 0] = 1.0  # constant column: centre only (sd := 1)
         self.x_mean_, self.x_scale_ = x_mean, x_scale
         self.y_mean_, self.y_scale_ = float(y.mean()), float(y.std())
         self.n_train_ = int(X.shape[0])
@@ -173,15 +202,59 @@ class _MLPRegressor(_Standardised):
             batch_size=check_int(self.batch_size, "batch_size", min_value=1),
             epochs=check_int(self.epochs, "epochs", min_value=1),
             device=_check_device(self.device),
+            network=check_choice(getattr(self, "network", "mlp"), "network", NETWORKS),
+            image_shape=self._image_shape(),
         )
         s.update(self._extra_settings())
         return s
+
+    def _image_shape(self) -> tuple[int, int, int] | None:
+        """(C, H, W) of the images for ``network="cnn"``, else None. ``image_shape`` (read with
+        getattr, so a subclass without it is "mlp"-only) must be None or (C, H, W) / (H, W)."""
+        shape = getattr(self, "image_shape", None)
+        if shape is not None:
+            shape = check_image_shape(shape)
+        if getattr(self, "network", "mlp") != "cnn":
+            return None
+        if shape is None:
+            raise ValueError(
+                "network='cnn' needs image_shape=(C, H, W) (or (H, W) for one channel), the shape of the "
+                "channel-first images flattened into the rows of X, e.g. ds.meta['frame_shape']"
+            )
+        return shape
+
+    @staticmethod
+    def _check_image_features(s: dict, n_features: int) -> None:
+        shape = s["image_shape"]
+        if shape is not None and int(np.prod(shape)) != n_features:
+            raise ValueError(
+                f"image_shape {shape} has C*H*W = {int(np.prod(shape))} values but X has {n_features} columns; "
+                "X must hold the flattened channel-first images, (n, C*H*W)"
+            )
+
+    def _make_net(self, s: dict, n_features: int, out_features: int, dropout: float, generator=None,
+                  dtype=torch.float32, hidden=None) -> torch.nn.Module:
+        """The network of ``s["network"]``: ``MLP(n_features, hidden, out_features, activation,
+        dropout)`` for "mlp", ``PilotNet(image_shape, hidden, out_features, activation, dropout)``
+        (conv trunk + the same dense tail) for "cnn"; both have ``features(x)``.
+
+        ``hidden``: the dense widths; None -> ``self._settings_hidden()``, the subclass's full
+        list of hidden widths (``hidden`` for the baselines; hidden + (n_features,) for the
+        IC-NLM, whose override adds its feature layer).
+        """
+        hidden = self._settings_hidden() if hidden is None else tuple(hidden)
+        self._check_image_features(s, n_features)
+        if s["network"] == "cnn":
+            return PilotNet(s["image_shape"], hidden, out_features, s["activation"], dropout, generator=generator,
+                            dtype=dtype)
+        return MLP(n_features, hidden, out_features, s["activation"], dropout, generator=generator, dtype=dtype)
 
     # -------------------------------------------------------------- fit
     def _fit_net(self, X, y):
         s = self._settings()
         X, y = validate_fit_data(self, X, y, min_samples=MIN_SAMPLES)
-        Xs, ys = self._fit_scaling(X, y)
+        self._check_image_features(s, X.shape[1])
+        Xs, ys = self._fit_scaling(X, y, scalar_x=s["network"] == "cnn")
         n, p = Xs.shape
         init_seed, order_seed, dropout_seed, self.predict_seed_ = seeds_from(self.random_state, 4)
         net = self._build_net(s, p, generator=torch.Generator().manual_seed(init_seed))
@@ -234,10 +307,17 @@ class _MLPRegressor(_Standardised):
         net.eval()
         return curve
 
+    def _row_width(self, n_features: int) -> int:
+        """The most numbers one input row holds in a layer: max(p, hidden widths), and for
+        "cnn" also each convolution's output and unfolded input (`dubito.nn.pilotnet.activation_width`)."""
+        width = max([n_features, *self._settings_hidden(), 1])
+        shape = self._image_shape()
+        return width if shape is None else max(width, activation_width(shape))
+
     def _chunks(self, Xs: np.ndarray, copies: int = 1):
         """float64 tensors of at most ``_CHUNK_ELEMENTS / (copies * width)`` rows each."""
         net = self.net_
-        width = max([Xs.shape[1], *self._settings_hidden(), 1])
+        width = self._row_width(Xs.shape[1])
         step = max(1, _CHUNK_ELEMENTS // max(1, copies * width))
         dev = next(net.parameters()).device
         for start in range(0, Xs.shape[0], step):
@@ -284,6 +364,8 @@ class _MLPRegressor(_Standardised):
             params = dict(settings["params"])
             fitted = settings["fitted"]
             params["hidden"] = tuple(params["hidden"])
+            if params.get("image_shape") is not None:
+                params["image_shape"] = tuple(params["image_shape"])
             if device is not None:
                 params["device"] = str(device)
             est = cls(**params)
@@ -346,10 +428,16 @@ class DeterministicRegressor(_MLPRegressor):
         Seeds initialisation and mini-batch order.
     progress : bool, default True
         Progress bar over epochs (rich, on stderr).
+    network : {"mlp", "cnn"}, default "mlp"
+        "mlp": the dense MLP on tabular X. "cnn": PilotNet on X = flattened channel-first
+        images (module docstring; `dubito.nn.pilotnet`).
+    image_shape : None, (C, H, W) or (H, W) (one channel), default None
+        The image shape for "cnn" (required there; C*H*W must equal X's columns); unused with
+        "mlp". With "cnn" X is scaled by one scalar mean and sd over all pixels.
 
     Fitted attributes
     -----------------
-    net_ : MLP (float64); noise_var_ : float (user units); loss_curve_ : (epochs,) epoch-mean
+    net_ : MLP or PilotNet (float64); noise_var_ : float (user units); loss_curve_ : (epochs,) epoch-mean
     training MSE in standardised units; x_mean_, x_scale_, y_mean_, y_scale_; n_train_;
     n_features_in_ (and feature_names_in_).
     """
@@ -357,7 +445,7 @@ class DeterministicRegressor(_MLPRegressor):
     _description = "deterministic MLP"
 
     def __init__(self, hidden=(100, 50, 10), activation="relu", lr=2.5e-4, weight_decay=0.0, batch_size=32,
-                 epochs=60, device="cpu", random_state=None, progress=True):
+                 epochs=60, device="cpu", random_state=None, progress=True, network="mlp", image_shape=None):
         self.hidden = hidden
         self.activation = activation
         self.lr = lr
@@ -367,9 +455,11 @@ class DeterministicRegressor(_MLPRegressor):
         self.device = device
         self.random_state = random_state
         self.progress = progress
+        self.network = network
+        self.image_shape = image_shape
 
     def _build_net(self, s, n_features, generator=None, dtype=torch.float32):
-        return MLP(n_features, s["hidden"], 1, s["activation"], 0.0, generator=generator, dtype=dtype)
+        return self._make_net(s, n_features, 1, 0.0, generator, dtype)
 
     def _loss(self, net, xb, yb, generator):
         return ((net(xb)[:, 0] - yb) ** 2).mean()

@@ -15,8 +15,11 @@ thinned networks f_t, and
     Var[y | x] ~ tau^{-1} + (1/T) sum_t f_t(x)^2 - E[y | x]^2,
 
 with the homoscedastic observation-noise precision tau. The T passes are batched forwards
-(`dubito.nn.dropout_mlp.MLP` with stacked masks, over blocks of rows x masks for bounded,
-cache-sized memory), not a loop over masks, and equal such a loop bit for bit. Each mask is one sampled network shared by all inputs, so a prediction does not
+(`dubito.nn.dropout_mlp.MLP` or, for images, `dubito.nn.pilotnet.PilotNet` with stacked
+masks, over blocks of rows x masks for bounded, cache-sized memory), not a loop over masks,
+and equal such a loop bit for bit (on a CPU; on a GPU to rounding for the convolutions).
+Images cost far more per pass: 1.2-2.3 ms per (mask, 64x64 frame) on one CPU thread (idle to
+loaded shared machine), so T = 200 masks on 2,000 frames take 8-15 minutes. Each mask is one sampled network shared by all inputs, so a prediction does not
 depend on the other rows of X, and the masks are seeded (``predict_seed_``, or the call's
 ``random_state``), so ``predict_distribution`` is repeatable.
 
@@ -45,7 +48,6 @@ import numpy as np
 import torch
 
 from dubito._validation import check_float, check_int
-from dubito.nn.dropout_mlp import MLP
 from dubito.predictive.samples import Samples
 from dubito.regression.deterministic import _MLPRegressor, residual_variance, seeds_from
 
@@ -95,10 +97,16 @@ class MCDropoutRegressor(_MLPRegressor):
     random_state : None, int or numpy RandomState, default None
         Seeds initialisation, mini-batch order, training masks and the prediction masks.
     progress : bool, default True
+    network : {"mlp", "cnn"}, default "mlp"
+        "cnn": PilotNet on flattened channel-first images (`dubito.regression.deterministic`),
+        with dropout after every convolution too (per unit, the benchmark's "after every conv
+        and dense layer", spec §3.3 [C]); each of the T masks then also covers the conv maps.
+    image_shape : None, (C, H, W) or (H, W), default None
+        Required with "cnn" (C*H*W = X's columns); X is then scaled by one scalar mean and sd.
 
     Fitted attributes
     -----------------
-    net_ : MLP (float64); noise_var_ : float or None (user units; None for ``noise="none"``);
+    net_ : MLP or PilotNet (float64); noise_var_ : float or None (user units; None for ``noise="none"``);
     predict_seed_ : int (seed of the prediction masks); loss_curve_ : (epochs,) epoch-mean
     training MSE (standardised units, with dropout on); x_mean_, x_scale_, y_mean_, y_scale_;
     n_train_; n_features_in_ (and feature_names_in_).
@@ -108,7 +116,7 @@ class MCDropoutRegressor(_MLPRegressor):
 
     def __init__(self, dropout=0.05, n_samples=1000, noise="residual", hidden=(100, 50, 10), activation="relu",
                  lr=2.5e-4, weight_decay=2e-6, batch_size=32, epochs=60, device="cpu", random_state=None,
-                 progress=True):
+                 progress=True, network="mlp", image_shape=None):
         self.dropout = dropout
         self.n_samples = n_samples
         self.noise = noise
@@ -121,6 +129,8 @@ class MCDropoutRegressor(_MLPRegressor):
         self.device = device
         self.random_state = random_state
         self.progress = progress
+        self.network = network
+        self.image_shape = image_shape
 
     # ------------------------------------------------------------------ settings
     def _extra_settings(self) -> dict:
@@ -140,7 +150,7 @@ class MCDropoutRegressor(_MLPRegressor):
         return dict(dropout=p, n_samples=check_int(self.n_samples, "n_samples", min_value=1), noise=noise)
 
     def _build_net(self, s, n_features, generator=None, dtype=torch.float32):
-        return MLP(n_features, s["hidden"], 1, s["activation"], s["dropout"], generator=generator, dtype=dtype)
+        return self._make_net(s, n_features, 1, s["dropout"], generator, dtype)
 
     def _loss(self, net, xb, yb, generator):
         return ((net(xb, generator=generator)[:, 0] - yb) ** 2).mean()
@@ -195,7 +205,7 @@ class MCDropoutRegressor(_MLPRegressor):
         dev = next(self.net_.parameters()).device
         masks = [m.to(device=dev, dtype=torch.float64) for m in masks]
         T, N = masks[0].shape[0], Xs.shape[0]
-        width = max(Xs.shape[1], *self.net_.hidden)
+        width = self._row_width(Xs.shape[1])  # max(p, hidden); "cnn": also the conv layers
         kind = "cuda" if dev.type == "cuda" else "cpu"
         rows = max(1, _ROW_ELEMENTS[kind] // width)  # rows per block: set by the network, not by T
         per = max(1, _BLOCK_ELEMENTS[kind] // (rows * width))  # masks per block

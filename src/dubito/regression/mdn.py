@@ -88,13 +88,19 @@ class MixtureDensityRegressor(_MLPRegressor):
     random_state : None, int or numpy RandomState, default None
         Seeds initialisation and mini-batch order.
     progress : bool, default True
+    network : {"mlp", "cnn"}, default "mlp"
+        "cnn": the mixture head on a PilotNet trunk (``net_.body``) for flattened channel-first
+        images (`dubito.regression.deterministic`), as the benchmark's (spec §3.3 [C]).
+    image_shape : None, (C, H, W) or (H, W), default None
+        Required with "cnn" (C*H*W = X's columns); X is then scaled by one scalar mean and sd.
 
     The benchmark's PilotNet trunk also had batch norm and dropout (0.5/0.2) on its dense
-    layers (spec §3.3 [C]); this tabular version has neither.
+    layers (spec §3.3 [C]); ours has neither (no dropout: an MDN is not an MC method; no
+    batch norm: `dubito.nn.pilotnet`).
 
     Fitted attributes
     -----------------
-    net_ : MixtureDensityNet (float64); loss_curve_ : (epochs,) epoch-mean training NLL
+    net_ : MixtureDensityNet (float64; its ``body`` an MLP or PilotNet); loss_curve_ : (epochs,) epoch-mean training NLL
     (standardised units, with the log 2 pi constant); x_mean_, x_scale_, y_mean_, y_scale_;
     n_train_; n_features_in_ (and feature_names_in_).
     """
@@ -102,7 +108,8 @@ class MixtureDensityRegressor(_MLPRegressor):
     _description = "MDN"
 
     def __init__(self, n_components=50, variance_floor=1e-4, hidden=(100, 50, 10), activation="relu", lr=2.5e-4,
-                 weight_decay=0.0, batch_size=32, epochs=150, device="cpu", random_state=None, progress=True):
+                 weight_decay=0.0, batch_size=32, epochs=150, device="cpu", random_state=None, progress=True,
+                 network="mlp", image_shape=None):
         self.n_components = n_components
         self.variance_floor = variance_floor
         self.hidden = hidden
@@ -114,6 +121,8 @@ class MixtureDensityRegressor(_MLPRegressor):
         self.device = device
         self.random_state = random_state
         self.progress = progress
+        self.network = network
+        self.image_shape = image_shape
 
     def _extra_settings(self) -> dict:
         return dict(
@@ -122,8 +131,9 @@ class MixtureDensityRegressor(_MLPRegressor):
         )
 
     def _build_net(self, s, n_features, generator=None, dtype=torch.float32):
+        body = self._make_net(s, n_features, 3 * s["n_components"], 0.0, generator, dtype)
         return MixtureDensityNet(n_features, s["hidden"], s["n_components"], s["activation"], s["variance_floor"],
-                                 generator=generator, dtype=dtype)
+                                 body=body)
 
     def _loss(self, net, xb, yb, generator):
         return mixture_nll(*net(xb), yb)
