@@ -62,7 +62,7 @@ evaluates all T at once, (n, C*H*W) -> (T, n, out).
 Cost of a masked pass: the first convolution runs once on the n rows; every later layer runs
 on T n rows, so it holds about T n max_l(C_l H_l W_l) numbers per activation (21,600 per
 (mask, row) at 64x64; a CPU convolution's unfolded input, up to 101,400, see
-`activation_width`) and costs about T n x 5 M MACs (measured: 1.2-2.3 ms per (mask, 64x64 frame)
+`activation_width`) and costs about T n x 5 M MACs (measured: 1.0-2.3 ms per (mask, 64x64 frame)
 in float64 on one CPU thread). Callers chunk rows and masks (`dubito.regression.MCDropoutRegressor`
 walks blocks of about 2^18 numbers on a CPU). The T masks themselves hold
 sum_l C_l H_l W_l + sum(hidden) numbers each (29,684 at 64x64: 0.24 GB in float64 for

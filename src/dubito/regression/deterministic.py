@@ -34,10 +34,10 @@ sd over all pixels of the training images (``x_mean_`` / ``x_scale_`` are (p,) a
 with them, so ``_standardise``, ``save`` and ``load`` work unchanged): a per-pixel
 standardisation would rescale each pixel differently and change the image. Prediction runs in
 chunks sized by the widest per-row buffer of the convolutions (``_row_width``). Measured at
-the defaults on 64x64 grey frames, one CPU thread of a shared 2-core machine: training (float32,
-batch 32) about 36 s per epoch of 20,000 frames, with or without dropout; prediction (float64)
-about 3 ms per frame, so the residual pass after training adds about a minute at 20,000
-frames. Holding 20,000 frames costs 0.66 GB per float64 copy of X (fit keeps X and its
+the defaults on 64x64 grey frames, one CPU thread (torch 2.11-2.13): training (float32, batch
+32) 20 s per epoch of 20,000 frames on an idle machine, 30 s with dropout 0.05, about 36 s on a
+loaded shared 2-core machine (H100 GPU: 2.8 s); prediction (float64) 1.3-3 ms per frame, so
+the residual pass after training adds 0.5-1 minute at 20,000 frames. Holding 20,000 frames costs 0.66 GB per float64 copy of X (fit keeps X and its
 standardised copy, plus a float32 copy for training).
 
 Defaults (all baselines): Adam with lr 2.5e-4, batch size 32 and 60 epochs are the

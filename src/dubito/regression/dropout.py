@@ -18,8 +18,8 @@ with the homoscedastic observation-noise precision tau. The T passes are batched
 (`dubito.nn.dropout_mlp.MLP` or, for images, `dubito.nn.pilotnet.PilotNet` with stacked
 masks, over blocks of rows x masks for bounded, cache-sized memory), not a loop over masks,
 and equal such a loop bit for bit (on a CPU; on a GPU to rounding for the convolutions).
-Images cost far more per pass: 1.2-2.3 ms per (mask, 64x64 frame) on one CPU thread (idle to
-loaded shared machine), so T = 200 masks on 2,000 frames take 8-15 minutes. Each mask is one sampled network shared by all inputs, so a prediction does not
+Images cost far more per pass: 1.0-2.3 ms per (mask, 64x64 frame) on one CPU thread (idle to
+loaded shared machine), so T = 200 masks on 2,000 frames take 7-15 minutes. Each mask is one sampled network shared by all inputs, so a prediction does not
 depend on the other rows of X, and the masks are seeded (``predict_seed_``, or the call's
 ``random_state``), so ``predict_distribution`` is repeatable.
 
