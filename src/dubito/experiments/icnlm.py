@@ -540,7 +540,7 @@ The mapped thresholds of each split are in the cells' info (thresholds_mapped).
 
 Settings. Images: the paper's Adam 2.5e-4, batch 32, 60 epochs (MDN 150), spec §2.2/§3.3 [C];
 NUTS 1,000 warm-up + 1,000 draws x 2 chains; VI the paper's k = 3, M = 50, at most 14,000
-iterations with the ELBO stopping rule. Tabular: {TABULAR_NOTE} NUTS 500 warm-up + 500 draws x 2
+iterations with the ELBO stopping rule. {TABULAR_NOTE} NUTS 500 warm-up + 500 draws x 2
 chains on UCI (the horseshoe's funnel makes NUTS the cost of the UCI part). NUTS stands in for the
 paper's HMC (fixed step, unit mass); it adapts its step and a dense mass matrix. MC dropout: 1,000
 masks, p = 0.05 (spec §3.3); "MC dropout" is the paper's predictive (a KDE of the draws, no noise

@@ -12,8 +12,13 @@ preset from the results store (`store.py`) and writes
   flagged ⚠ where it exceeds the paper's spread (or the stated tolerance where the paper
   gives no spread);
 * ``out_dir/<experiment>/*.png``: per dataset, calibration curves, PIT histograms and
-  interval coverage from the pooled ``"pit"`` artefacts, and for 1-D toys the data with the
-  predictive intervals from the ``"curve_1d"`` artefact (layouts in `report_plots`).
+  interval coverage from the pooled ``"pit"`` artefacts, for 1-D toys the data with the
+  predictive intervals from the ``"curve_1d"`` artefact, and the curves averaged over cells of
+  the layouts in `report_plots.CURVE_LAYOUTS` (marginal calibration, coverage at given levels,
+  error against variance) where cells stored them (layouts in `report_plots`).
+
+An experiment module may define ``report_sections(rows, preset) -> list[str]``: Markdown that
+the report puts after the notes (e.g. the paper's claims evaluated from the stored rows).
 
 Every file is written atomically; PNGs of an earlier report that this one no longer draws
 are removed, so the folder matches the Markdown.
@@ -25,6 +30,8 @@ import math
 import os
 import re
 import shlex
+import sys
+import warnings
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -298,7 +305,102 @@ def _plots(d: _Dataset, exp_name: str, plot_dir: Path, out_dir: Path) -> tuple[l
         labelled["variants"] = {d.label(m, v) if v in d.variants[m] else v: c for v, c in curve["variants"].items()}
         fig = rp.figure_curve_1d(labelled, title=f"{where}: data, true function, {curve['level']:.0%} predictive intervals")
         save(fig, f"curve_1d-{_slug(m)}", f"{where} predictive intervals")
+    _curve_plots(d, save, lines)
     return lines, written
+
+
+def _pool_curves(d: _Dataset, layout: str) -> tuple[dict | None, list[str]]:
+    """Average one curve layout (`report_plots.CURVE_LAYOUTS`) over the dataset's cells.
+
+    Returns ({shared arrays, "variants": {label: {field: mean array}}}, problem lines) or
+    (None, lines) when no cell has the layout. Cells whose shared grids differ from the first
+    cell's are left out (with a line saying so); histogram counts are summed over the distinct
+    (split, seed) pairs (every method of a split stores the same test responses)."""
+    from dubito.experiments import report_plots as rp
+
+    shared: dict | None = None
+    stacks: dict[str, dict[str, list[np.ndarray]]] = {}
+    counts: dict[tuple[int, int], np.ndarray] = {}
+    problems: list[str] = []
+    for m in d.methods:
+        for r in d.rows:
+            if r.method != m or layout not in (r.artefacts or {}):
+                continue
+            where = f"{d.name}{DOT}{m}, split {r.split}, seed {r.seed}"
+            try:
+                c = rp.check_curves(layout, r.artefacts[layout])
+            except ValueError as exc:
+                problems.append(f"{FLAG} {layout} of {where} skipped: {exc}")
+                continue
+            keys = rp.CURVE_LAYOUTS[layout][0]
+            if shared is None:
+                shared = {k: c[k] for k in keys}
+            elif any(c[k].shape != shared[k].shape or not np.allclose(c[k], shared[k]) for k in keys):
+                problems.append(f"{FLAG} {layout} of {where} skipped: its grid differs from the other cells'")
+                continue
+            if "hist_counts" in c:
+                counts.setdefault((r.split, r.seed), c["hist_counts"])
+            for v, fields in c["variants"].items():
+                label = d.label(m, v) if v in d.variants[m] else f"{m}{DOT}{v}"
+                for f, a in fields.items():
+                    stacks.setdefault(label, {}).setdefault(f, []).append(a)
+    if shared is None:
+        return None, problems
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns (no point kept) stay NaN
+        shared["variants"] = {lab: {f: np.nanmean(np.stack(a), axis=0) for f, a in fs.items()}
+                              for lab, fs in stacks.items()}
+    if counts:
+        shared["hist_counts"] = np.sum(list(counts.values()), axis=0)
+    return shared, problems
+
+
+def _curve_plots(d: _Dataset, save, lines: list[str]) -> None:
+    """The IC-NLM paper's Figs. 7-8 from the curve layouts, where the cells stored them."""
+    from dubito.experiments import report_plots as rp
+
+    md, problems = _pool_curves(d, "marginal_density")
+    lines.extend(x for p in problems for x in (p, ""))
+    if md is not None:
+        lines.extend([
+            "Marginal calibration (Fig. 7a of Hoffmann & Klein): the histogram of the test responses and each "
+            "variant's average predictive density (1/n) Σ p(y | x_i), averaged over the stored cells.", ""])
+        dens = {lab: f["value"] for lab, f in md["variants"].items()}
+        save(rp.figure_marginal_density(md["grid"], md["hist_edges"], md["hist_counts"], dens,
+                                        title=f"{d.name}: test responses and average predictive density"),
+             "marginal_density", f"{d.name} marginal calibration")
+    gap, problems = _pool_curves(d, "marginal_cdf_gap")
+    lines.extend(x for p in problems for x in (p, ""))
+    if gap is not None:
+        save(rp.figure_marginal_cdf_gap(gap["grid"], {lab: f["value"] for lab, f in gap["variants"].items()},
+                                        title=f"{d.name}: average predictive CDF minus empirical CDF"),
+             "marginal_cdf_gap", f"{d.name} marginal CDF gap")
+    cov, problems = _pool_curves(d, "coverage_levels")
+    lines.extend(x for p in problems for x in (p, ""))
+    if cov is not None:
+        save(rp.figure_coverage_gap(cov["levels"], {lab: f["coverage"] for lab, f in cov["variants"].items()},
+                                    title=f"{d.name}: coverage minus nominal at the paper's levels"),
+             "coverage_gap", f"{d.name} coverage minus nominal")
+    ev, problems = _pool_curves(d, "error_variance")
+    lines.extend(x for p in problems for x in (p, ""))
+    if ev is not None:
+        lines.extend([
+            "Error against predictive variance (Fig. 8b): left the MSE of the test points whose predictive "
+            "variance is at most ν (ν decreasing to the right, as the paper); right the MSE of the share of "
+            "points with the smallest variances. A variance that orders the errors gives curves that fall "
+            "to the right / to the left.", ""])
+        save(rp.figure_error_variance(ev["nu"], {lab: f["mse_nu"] for lab, f in ev["variants"].items()}, ev["share"],
+                                      {lab: f["mse_share"] for lab, f in ev["variants"].items()},
+                                      title=f"{d.name}: error against predictive variance"),
+             "error_variance", f"{d.name} error against variance")
+
+
+def _extra_sections(exp: Experiment, rows, preset) -> list[str]:
+    """Markdown from the experiment module's ``report_sections(rows, preset)``, if it defines one
+    (sections computed from the stored rows, e.g. claims checked; after the notes)."""
+    module = sys.modules.get(getattr(exp.run_cell, "__module__", ""), None)
+    hook = getattr(module, "report_sections", None)
+    return list(hook(rows, preset)) if callable(hook) else []
 
 
 # ---------------------------------------------------------------------------------- report
@@ -434,6 +536,7 @@ def write_report(experiment: str, store, out_dir="docs/results", preset: str = "
 
     if exp.notes:
         lines += ["## Notes", "", exp.notes.strip(), ""]
+    lines += _extra_sections(exp, rows, p)
 
     lines += ["## Metrics", ""]
     for ms in exp.metrics:

@@ -27,6 +27,11 @@ lists of all stored cells (splits × seeds) of a (dataset, method, variant).
     }
 
 Optional extra keys are ignored. `check_curve_1d` validates a dict against this layout.
+
+Curve layouts (``"marginal_density"``, ``"marginal_cdf_gap"``, ``"coverage_levels"``,
+``"error_variance"``; see `CURVE_LAYOUTS` below): grids shared by the cells of a dataset and
+per-variant curves that the report averages over the cells (the IC-NLM paper's Figs. 7-8).
+`check_curves` validates them.
 """
 
 from __future__ import annotations
@@ -50,6 +55,12 @@ __all__ = [
     "figure_coverage",
     "figure_curve_1d",
     "COVERAGE_LEVELS",
+    "CURVE_LAYOUTS",
+    "check_curves",
+    "figure_marginal_density",
+    "figure_marginal_cdf_gap",
+    "figure_coverage_gap",
+    "figure_error_variance",
 ]
 
 #: nominal levels of the interval-coverage plot
@@ -183,4 +194,131 @@ def figure_curve_1d(curve: Mapping[str, Any], title: str = ""):
     axes.ravel()[0].legend(fontsize=7)
     if title:
         fig.suptitle(title, fontsize=10)
+    return fig
+
+
+# ---------------------------------------------------------------------------------- curves
+# Layouts pooled over cells by the report (`report.pool_curves`): the shared keys must be equal
+# in every cell of a dataset; the per-variant values are averaged over cells (NaN-aware).
+#
+# ``"marginal_density"``: {"grid": [G], "hist_edges": [B+1], "hist_counts": [B] (test responses),
+#                          "variants": {variant: [G]}}  average predictive density on the grid
+# ``"marginal_cdf_gap"``: {"grid": [G], "variants": {variant: [G]}}  mean_i F_i(t) - G_n(t)
+# ``"coverage_levels"``:  {"levels": [L], "variants": {variant: {"coverage": [L], "width": [L]}}}
+# ``"error_variance"``:   {"nu": [K], "share": [S], "variants": {variant: {"mse_nu": [K],
+#                          "kept_nu": [K], "mse_share": [S]}}}  MSE of the points with predictive
+#                          variance <= nu, their share, and the MSE of the share s with the
+#                          smallest variances
+
+#: layout name -> (shared keys, per-variant fields; None = the value is one list)
+CURVE_LAYOUTS = {
+    "marginal_density": (("grid", "hist_edges"), None),
+    "marginal_cdf_gap": (("grid",), None),
+    "coverage_levels": (("levels",), ("coverage", "width")),
+    "error_variance": (("nu", "share"), ("mse_nu", "kept_nu", "mse_share")),
+}
+
+
+def check_curves(layout: str, art: Any) -> dict:
+    """Validate one cell's artefact of a `CURVE_LAYOUTS` layout; return shared arrays and
+    ``variants`` {variant: {field: array}} (a bare list becomes field "value"). ValueError
+    names the first problem."""
+    if layout not in CURVE_LAYOUTS:
+        raise ValueError(f"unknown curve layout {layout!r}; known: {', '.join(CURVE_LAYOUTS)}")
+    shared_keys, fields = CURVE_LAYOUTS[layout]
+    if not isinstance(art, Mapping):
+        raise ValueError(f"{layout} must be a dict, got {type(art).__name__}")
+    for key in (*shared_keys, "variants"):
+        if key not in art:
+            raise ValueError(f"{layout} lacks key {key!r}")
+    out = {k: np.asarray(art[k], dtype=float).ravel() for k in shared_keys}
+    if "hist_counts" in art:
+        out["hist_counts"] = np.asarray(art["hist_counts"], dtype=float).ravel()
+        if out["hist_counts"].size != out["hist_edges"].size - 1:
+            raise ValueError(f"{layout}: {out['hist_counts'].size} counts for {out['hist_edges'].size} edges")
+    length = {"mse_nu": "nu", "kept_nu": "nu", "mse_share": "share", "coverage": "levels", "width": "levels",
+              "value": "grid"}
+    variants = {}
+    if not isinstance(art["variants"], Mapping):
+        raise ValueError(f"{layout}: 'variants' must be a dict")
+    for name, v in art["variants"].items():
+        entry = {"value": v} if fields is None else v
+        if not isinstance(entry, Mapping) or any(f not in entry for f in (fields or ("value",))):
+            raise ValueError(f"{layout}: variant {name!r} must have {', '.join(fields or ('a list',))}")
+        arrays = {}
+        for f in fields or ("value",):
+            a = np.asarray(entry[f], dtype=float).ravel()
+            if a.shape != out[length[f]].shape:
+                raise ValueError(f"{layout}: variant {name!r} {f} has {a.size} values, {length[f]} {out[length[f]].size}")
+            arrays[f] = a
+        variants[str(name)] = arrays
+    out["variants"] = variants
+    return out
+
+
+def _grid_axes(k: int, width: float = 3.2, height: float = 2.6):
+    ncols = min(k, 4)
+    nrows = math.ceil(k / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False)
+    for ax in axes.ravel()[k:]:
+        ax.set_visible(False)
+    return fig, axes.ravel()[:k]
+
+
+def figure_marginal_density(grid, hist_edges, hist_counts, densities: Mapping[str, Any],
+                            title: str = "Marginal calibration"):
+    """Fig. 7a of Hoffmann & Klein: the histogram of the test responses and, per variant, the
+    average predictive density (1/n) sum_i p(y | x_i) on the grid (one panel per variant)."""
+    grid = np.asarray(grid, dtype=float)
+    edges, counts = np.asarray(hist_edges, dtype=float), np.asarray(hist_counts, dtype=float)
+    hist = counts / max(counts.sum(), 1.0) / np.diff(edges)
+    fig, axes = _grid_axes(max(len(densities), 1))
+    for ax, (name, dens) in zip(axes, densities.items()):
+        ax.stairs(hist, edges, fill=True, color="grey", alpha=0.35, label="test y")
+        ax.plot(grid, np.asarray(dens, dtype=float), color="C0", lw=1.4, label="mean predictive density")
+        ax.set(xlabel="y", title=name)
+        ax.title.set_fontsize(8)
+    axes[0].legend(fontsize=6)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def figure_marginal_cdf_gap(grid, gaps: Mapping[str, Any], title: str = "Average predictive CDF minus empirical CDF"):
+    """mean_i F_i(t) - G_n(t) against t per variant (Gneiting et al. 2007's marginal calibration plot)."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    ax.axhline(0.0, color="grey", lw=1, ls="--")
+    for name, gap in gaps.items():
+        ax.plot(np.asarray(grid, dtype=float), np.asarray(gap, dtype=float), lw=1.3, label=name)
+    ax.set(xlabel="y", ylabel="mean F_i(y) - empirical CDF", title=title)
+    ax.legend(fontsize=6, ncol=2)
+    return fig
+
+
+def figure_coverage_gap(levels, coverages: Mapping[str, Any], title: str = "Interval coverage minus nominal"):
+    """Fig. 8a: observed minus nominal coverage of the central intervals, per variant."""
+    lv = np.asarray(levels, dtype=float)
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    ax.axhline(0.0, color="grey", lw=1, ls="--")
+    for name, cov in coverages.items():
+        ax.plot(lv, np.asarray(cov, dtype=float) - lv, marker="o", ms=3, lw=1.2, label=name)
+    ax.set(xlabel="nominal level", ylabel="observed - nominal coverage", title=title, xlim=(0, 1))
+    ax.legend(fontsize=6, ncol=2)
+    return fig
+
+
+def figure_error_variance(nu, mse_nu: Mapping[str, Any], share, mse_share: Mapping[str, Any],
+                          title: str = "Error against predictive variance"):
+    """Fig. 8b: left, the MSE of the points with predictive variance <= nu against nu (x axis
+    inverted, as the paper); right, the MSE of the share s of points with the smallest variances.
+    Log MSE axes (the naive learner's MSE is often 10x the others')."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10.5, 4.0))
+    for name, m in mse_nu.items():
+        a.plot(np.asarray(nu, dtype=float), np.asarray(m, dtype=float), lw=1.3, label=name)
+    a.set(xlabel="variance threshold nu", ylabel="MSE of points with variance <= nu", yscale="log")
+    a.invert_xaxis()
+    for name, m in mse_share.items():
+        b.plot(np.asarray(share, dtype=float), np.asarray(m, dtype=float), marker="o", ms=2.5, lw=1.2, label=name)
+    b.set(xlabel="share of points kept (smallest variances first)", ylabel="MSE", xlim=(0, 1.02), yscale="log")
+    b.legend(fontsize=6, ncol=2)
+    fig.suptitle(title, fontsize=10)
     return fig
