@@ -243,10 +243,11 @@ def throughput(fits: dict, psi_test, quick: bool) -> tuple[list[dict], dict]:
     n_mix = 100 if quick else 1_000
     repeats = 2 if quick else 3
     rows = []
-    # one fit per method: the ridge fits at the largest n with both methods
-    key_n = max(n for (prior, n, method) in fits if prior == "ridge")
+    # one fit per method: the ridge fits (else horseshoe) at the largest n
+    prior = "ridge" if any(k[0] == "ridge" for k in fits) else "horseshoe"
+    key_n = max(n for (pr, n, method) in fits if pr == prior)
     for method in ("vi", "nuts"):
-        r = fits.get(("ridge", key_n, method))
+        r = fits.get((prior, key_n, method))
         if r is None:
             continue
         est = r["est"]
@@ -259,10 +260,10 @@ def throughput(fits: dict, psi_test, quick: bool) -> tuple[list[dict], dict]:
                 t = _median_time(lambda: est.predict_distribution(features=psi), repeats)
             label = {"plugin": "plug-in" + (" (paper's HMC formula over J draws)" if method == "nuts" else ""),
                      "mixture": "posterior mixture over J draws"}[kind]
-            rows.append({"fit": f"ridge, n={key_n}, {method.upper()}", "kind": label, "J": 1 if (kind == "plugin" and method == "vi") else J,
+            rows.append({"fit": f"{prior}, n={key_n}, {method.upper()}", "kind": label, "J": 1 if (kind == "plugin" and method == "vi") else J,
                          "N": N, "seconds": t, "per_s": N / t})
     # breakdown of the VI plug-in call
-    est = fits[("ridge", key_n, "vi")]["est"]
+    est = fits[(prior, key_n, "vi")]["est"]
     psi = psi_test[:n_plugin]
     prof = cProfile.Profile()
     with warnings.catch_warnings():
@@ -302,9 +303,10 @@ def main(argv=None) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="ridge at n = 2000 only, few iterations, 2000 held-out inputs (smoke test)")
     parser.add_argument("--out", default=None, help="also write the printed tables to this file")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 44_000, 300_000], help="n with the ridge prior")
+    parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 44_000, 300_000],
+                        help="n with the ridge prior (none: horseshoe only)")
     parser.add_argument("--horseshoe-sizes", type=int, nargs="*", default=[10_000, 44_000],
-                        help="n with the horseshoe prior (a subset of --sizes; none: ridge only)")
+                        help="n with the horseshoe prior (none: ridge only)")
     parser.add_argument("--reduce-above", type=int, default=None,
                         help="n above this get the reduced settings below (default: 100000 on cpu, no reduction on cuda)")
     parser.add_argument("--reduced-vi-iter", type=int, default=200, help="VI iterations (fixed, no stopping rule) when reduced")
