@@ -50,7 +50,13 @@ from typing import Any
 
 import numpy as np
 
-from dubito.experiments.base import CellResult, Experiment, MetricSpec, PaperNumber, Preset
+from dubito.experiments.base import (
+    CellResult,
+    Experiment,
+    MetricSpec,
+    PaperNumber,
+    Preset,
+)
 
 __all__ = ["EXPERIMENT", "run_cell", "LEVELS", "ICNLM_VARIANTS", "report_sections", "data_kind"]
 
