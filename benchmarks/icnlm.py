@@ -166,7 +166,7 @@ def fit(psi, y, prior: str, inference: str, settings: dict, device: str, seed: i
 def fit_settings(n: int, args) -> dict:
     s = dict(vi_max_iter=14_000, vi_min_iter=1_000, nuts_warmup=1000, nuts_samples=1000)  # the estimator's defaults
     if args.quick:
-        s.update(vi_max_iter=300, vi_min_iter=300, nuts_warmup=100, nuts_samples=100)
+        s.update(vi_max_iter=200, vi_min_iter=200, nuts_warmup=50, nuts_samples=50)
     elif n > args.reduce_above:
         s.update(vi_max_iter=args.reduced_vi_iter, vi_min_iter=args.reduced_vi_iter,
                  nuts_warmup=args.reduced_nuts, nuts_samples=args.reduced_nuts)
@@ -240,8 +240,8 @@ BREAKDOWN = (  # (label, file suffix, function name) of the plug-in call, cProfi
 
 def throughput(fits: dict, psi_test, quick: bool) -> tuple[list[dict], dict]:
     n_plugin = 1_000 if quick else min(N_TEST, len(psi_test))
-    n_mix = 100 if quick else 1_000
-    repeats = 2 if quick else 3
+    n_mix = 50 if quick else 1_000
+    repeats = 1 if quick else 3
     rows = []
     # one fit per method: the ridge fits (else horseshoe) at the largest n
     prior = "ridge" if any(k[0] == "ridge" for k in fits) else "horseshoe"
@@ -301,7 +301,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu", help="torch device of the posterior fits and predict_z (cpu|cuda)")
     parser.add_argument("--quick", action="store_true",
-                        help="ridge at n = 2000 only, few iterations, 2000 held-out inputs (smoke test)")
+                        help="ridge at n = 2000 only, few iterations, 1000 held-out inputs (smoke test)")
     parser.add_argument("--out", default=None, help="also write the printed tables to this file")
     parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 44_000, 300_000],
                         help="n with the ridge prior (none: horseshoe only)")
@@ -317,7 +317,7 @@ def main(argv=None) -> None:
         args.reduce_above = 100_000 if args.device == "cpu" else 10**12
     if args.quick:
         args.sizes, args.horseshoe_sizes = [2_000], []
-    n_test = 2_000 if args.quick else N_TEST
+    n_test = 1_000 if args.quick else N_TEST
 
     import torch
 
