@@ -18,12 +18,12 @@ LEVEL_KEYS = ("5", "15", "25", "35", "45", "55", "65", "75", "85", "95", "99")
 
 
 def _fast_nuts(monkeypatch):
-    """NUTS trees capped at depth 5 (test speed only: the horseshoe's funnel otherwise takes
+    """NUTS trees capped at depth 3 (test speed only: the horseshoe's funnel otherwise takes
     trees of 1,023 steps with the smoke preset's 40 warm-up steps); the presets use depth 10."""
     original = copula.fit_copula_posterior
 
     def capped(*args, **kwargs):
-        return original(*args, **{**kwargs, "max_tree_depth": 5})
+        return original(*args, **{**kwargs, "max_tree_depth": 3})
 
     monkeypatch.setattr(copula, "fit_copula_posterior", capped)
 

@@ -136,9 +136,9 @@ PAPER_METHODS = _methods(_TABULAR, _IMAGES_PAPER, dict(_POSTERIOR, nuts_samples=
                          mc_samples=1000, mdn_components=50, mdn_img_epochs=20, mc_samples_images=200)
 SMOKE_METHODS = _methods(
     dict(lr=1e-3, batch_size=32, min_steps=60, min_epochs=2), dict(_IMAGES, epochs=2),
-    dict(_POSTERIOR, vi_max_iter=1500, vi_min_iter=500, nuts_samples=40, nuts_warmup=40, grid_size=128,
+    dict(_POSTERIOR, vi_max_iter=800, vi_min_iter=400, nuts_samples=40, nuts_warmup=40, grid_size=128,
          n_draws=100),
-    dict(_POSTERIOR, vi_max_iter=1500, vi_min_iter=500, nuts_samples=40, nuts_warmup=40, grid_size=128,
+    dict(_POSTERIOR, vi_max_iter=800, vi_min_iter=400, nuts_samples=40, nuts_warmup=40, grid_size=128,
          n_draws=100),
     mc_samples=50, mdn_components=5, mdn_img_epochs=2)
 
