@@ -53,6 +53,8 @@ def _fit(source, prior, inference, **kw):
 
 
 def _inputs(est, n=6):
+    if est.network == "cnn" and est.feature_source_ == "network":
+        return {"X": np.random.default_rng(1).normal(size=(n, 36))}  # 6x6 images
     Xn, _ = _data(n, seed=1)
     if est.feature_source_ == "features":
         with torch.no_grad():
@@ -115,6 +117,24 @@ def test_round_trip_gives_identical_predictions(source, prior, inference, tmp_pa
     with open(path, "rb") as fh:
         header = json.loads(fh.read(int.from_bytes(fh.read(8), "little")))
     assert header["__metadata__"]["dubito_class"] == "ImplicitCopulaRegressor"
+
+
+def test_cnn_round_trip(tmp_path):
+    from dubito.nn import PilotNet
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 36))
+    y = np.exp(X[:, :6].mean(1) + 0.3 * rng.normal(size=80))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = ImplicitCopulaRegressor(network="cnn", image_shape=(1, 6, 6), hidden=(8,), n_features=4, epochs=2,
+                                      lr=1e-2, **SHORT).fit(X, y)
+    est.save(tmp_path / "cnn.safetensors")
+    back = ImplicitCopulaRegressor.load(tmp_path / "cnn.safetensors")
+    assert isinstance(back.net_, PilotNet) and back.image_shape == (1, 6, 6) and back.network == "cnn"
+    assert back.get_params() == est.get_params()
+    np.testing.assert_array_equal(back.features(X[:5]), est.features(X[:5]))
+    _assert_same_predictions(est, back)
 
 
 def test_configured_marginal_and_device_round_trip(tmp_path):
