@@ -196,7 +196,8 @@ class ImplicitCopulaRegressor(_MLPRegressor):
         `dubito.nn.pilotnet` before the same dense tail, for flattened images (needs ``image_shape``;
         one scalar input standardisation). For any other torch model use `wrap`.
     image_shape : None or (C, H, W), default None
-        (C, H, W) of flattened image inputs, for network="cnn" (stored as given).
+        (C, H, W) (or (H, W)) of flattened image inputs, for network="cnn" (stored as given, checked
+        by fit).
     hidden : tuple of int, default (100, 50)
         Hidden widths *before* the feature layer; the network is hidden + (n_features,) -> 1,
         i.e. PilotNet's dense tail (100, 50, 10) by default (spec §2.2 [C]).
@@ -234,9 +235,9 @@ class ImplicitCopulaRegressor(_MLPRegressor):
 
     _description = "IC-NLM feature network"
 
-    def __init__(self, prior="ridge", inference="vi", network="mlp", image_shape=None, hidden=(100, 50), n_features=10,
-                 activation="relu", lr=2.5e-4, weight_decay=0.0, batch_size=32, epochs=60, nu=NU_DEFAULT,
-                 n_draws=1000, vi_max_iter=14_000, vi_min_iter=1_000, vi_draws=50, vi_rank=3,
+    def __init__(self, prior="ridge", inference="vi", network="mlp", image_shape=None, hidden=(100, 50),
+                 n_features=10, activation="relu", lr=2.5e-4, weight_decay=0.0, batch_size=32, epochs=60,
+                 nu=NU_DEFAULT, n_draws=1000, vi_max_iter=14_000, vi_min_iter=1_000, vi_draws=50, vi_rank=3,
                  nuts_samples=1000, nuts_warmup=1000, nuts_chains=2, predictive="plugin", theta_point="median",
                  grid_size=512, marginal=None, device="cpu", random_state=None, progress=True):
         self.prior = prior
