@@ -129,8 +129,15 @@ def test_deterministic_cell_agrees_with_a_direct_fit(uci_dir):
 # ------------------------------------------------------------------------------- claims logic
 
 
-def _row(dataset, method, variants, info=None, split=0):
-    return StoredCell("icnlm", "paper", dataset, method, split, 0, "done", variants, {}, info or {}, {}, 1.0,
+def _row(dataset, method, variants, info=None, split=0, ev_ratio=None):
+    """A stored cell; ``ev_ratio`` {variant: r}: an error-variance artefact whose 20 % share has MSE r x all."""
+    artefacts = {}
+    if ev_ratio:
+        share = list(icnlm.SHARES)
+        artefacts["error_variance"] = {"nu": [0.0, 1.0], "share": share, "variants": {
+            v: {"mse_nu": [1.0, 1.0], "kept_nu": [0.5, 1.0],
+                "mse_share": [r if abs(sh - 0.2) < 1e-9 else 1.0 for sh in share]} for v, r in ev_ratio.items()}}
+    return StoredCell("icnlm", "paper", dataset, method, split, 0, "done", variants, artefacts, info or {}, {}, 1.0,
                       "0", None, None, datetime.now(timezone.utc).isoformat())
 
 
@@ -139,8 +146,8 @@ def _posterior(mean, sd):
     return {"names": names, "mean": [*mean, 0.0], "sd": [*sd, 1.0]}
 
 
-def _rows(ic_gap=0.01, mc_gap=0.2, vi_shift=0.0):
-    ic = {v: {"marginal_calibration_gap": ic_gap, "calibration_error": 0.01, "mae": 1.0, "mse": 2.0}
+def _rows(ic_gap=0.01, mc_gap=0.2, vi_shift=0.0, mdn_ev=0.2):
+    ic = {v: {"marginal_calibration_gap": ic_gap, "calibration_error": 0.01, "mae": 1.0, "mse": 2.0, "var_ratio": 0.5}
           for v in icnlm.ICNLM_VARIANTS}
     ic["IC-NLM horseshoe VI"].update(mae=0.9, mse=1.8)
     ic["IC-NLM horseshoe NUTS"].update(mae=0.9, mse=1.8)
@@ -150,10 +157,14 @@ def _rows(ic_gap=0.01, mc_gap=0.2, vi_shift=0.0):
                 {"rhat_max": 1.001, "ess_bulk_min": 800.0 if "ridge" in v else 100.0, "divergences": 0,
                  "seconds": 60.0, "draws": 1000}) for v in icnlm.ICNLM_VARIANTS}
     return [
-        _row("energy", "icnlm", ic, {"posterior": post, "diagnostics": diag, "n_train": 691}),
-        _row("energy", "mc-dropout", {icnlm.MC_PAPER: {"marginal_calibration_gap": mc_gap, "calibration_error": 0.3},
-                                      icnlm.MC_NOISE: {"marginal_calibration_gap": mc_gap, "calibration_error": 0.1}}),
-        _row("energy", "mdn", {"MDN": {"marginal_calibration_gap": 0.05, "calibration_error": 0.05}}),
+        _row("energy", "icnlm", ic, {"posterior": post, "diagnostics": diag, "n_train": 691},
+             ev_ratio={"IC-NLM ridge VI": 0.5, "IC-NLM horseshoe VI": 0.4}),
+        _row("energy", "mc-dropout", {icnlm.MC_PAPER: {"marginal_calibration_gap": mc_gap, "calibration_error": 0.3,
+                                                       "var_ratio": 4.0},
+                                      icnlm.MC_NOISE: {"marginal_calibration_gap": mc_gap, "calibration_error": 0.1}},
+             ev_ratio={icnlm.MC_PAPER: 0.8}),
+        _row("energy", "mdn", {"MDN": {"marginal_calibration_gap": 0.05, "calibration_error": 0.05, "var_ratio": 1.0}},
+             ev_ratio={"MDN": mdn_ev}),
         _row("energy", "deterministic", {"Deterministic": {"marginal_calibration_gap": 0.1, "calibration_error": 0.2}}),
     ]
 
@@ -175,6 +186,11 @@ def test_claims_verdicts_follow_the_numbers(uci_dir):
     c2 = _claim(good, "Claim 2")
     assert "VI faster: **holds**" in c2 and "more autocorrelated: **holds**" in c2
     assert "Not checkable here" in _claim(good, "Claim 8") and "forks" in _claim(good, "Claim 8")
+    c7 = _claim(good, "Claim 7")  # MDN 0.2 < horseshoe 0.4 < ridge 0.5 < MC 0.8; MC var ratio 4, ridge 0.5
+    assert "MDN best: True, horseshoe second: True, MC dropout overconfident (> 1): True" in c7
+    assert "ridge overconfident: False -> **partly**" in c7
+    c7 = _claim(icnlm.report_sections(_rows(mdn_ev=0.45), p), "Claim 7")
+    assert "MDN best: False, horseshoe second: False" in c7
     # reversed numbers reverse the verdicts
     bad = icnlm.report_sections(_rows(ic_gap=0.5, vi_shift=0.2), p)
     assert "**does not hold**" in _claim(bad, "Claim 4")
