@@ -303,3 +303,18 @@ def test_cnn_feature_network_on_tiny_images():
     assert np.mean((pred.mean - yn) ** 2) < 0.5 * np.mean((yn - y.mean()) ** 2)
     with pytest.raises(ValueError, match="image_shape"):
         ImplicitCopulaRegressor(network="cnn", progress=False).fit(X, y)
+
+
+def test_single_search_plugin_grid_equals_the_general_path(skewed, monkeypatch):
+    """The plug-in (J = 1) density grid built from one table search equals the general path
+    (y-grid by the inverse, z recomputed as Phi^{-1}(F_Y(y))) to rounding."""
+    from dubito.regression.marginal import KDEMarginal
+
+    psi, _, est = skewed
+    fast = est.predict_distribution(features=psi[:200])
+    monkeypatch.delattr(KDEMarginal, "inverse_pseudo_response_and_pdf")
+    slow = est.predict_distribution(features=psi[:200])
+    np.testing.assert_array_equal(fast.grid, slow.grid)
+    np.testing.assert_allclose(fast.density, slow.density, rtol=1e-11, atol=1e-14 * slow.density.max())
+    np.testing.assert_allclose(fast.mean, slow.mean, rtol=1e-12)
+    np.testing.assert_allclose(fast.quantile(0.05), slow.quantile(0.05), rtol=1e-12)

@@ -298,3 +298,17 @@ def test_large_n_fits_quickly():
     p, F, _ = exact_kde(y, pts, m.bandwidth_)
     np.testing.assert_allclose(m.pdf(pts), p, rtol=0, atol=1e-6 * p.max())
     np.testing.assert_allclose(m.cdf(pts), F, rtol=0, atol=2e-7)
+
+
+def test_inverse_with_pdf_is_the_inverse_and_the_pdf():
+    """One table search gives y = inverse_pseudo_response(z) bit for bit and p_Y(y) to rounding,
+    including ties (flat stretches of F) and z beyond the clip in both tails."""
+    rng = np.random.default_rng(3)
+    y = np.concatenate([rng.standard_t(3, 3000), np.full(200, 1.5)])
+    m = KDEMarginal(bounds=(-40.0, None)).fit(y)
+    z = np.concatenate([np.linspace(-9.0, 9.0, 4001), [0.0, -0.0, 0.5]]).reshape(-1, 4)
+    yy, pdf = m.inverse_pseudo_response_and_pdf(z)
+    np.testing.assert_array_equal(yy, m.inverse_pseudo_response(z))
+    np.testing.assert_allclose(pdf, m.pdf(yy), rtol=1e-10, atol=1e-15 * pdf.max())  # w from F vs from y
+    with pytest.raises(ValueError, match="NaN"):
+        m.inverse_pseudo_response_and_pdf(np.array([0.0, np.nan]))

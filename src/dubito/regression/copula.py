@@ -567,9 +567,29 @@ class ImplicitCopulaRegressor(_MLPRegressor):
                 "responses)", RuntimeWarning, stacklevel=2)
         t = np.linspace(0.0, 1.0, cs["grid_size"])
         zg = zlo[:, None] + (zhi - zlo)[:, None] * t
+        fast = self._plugin_density_on_grid(zg, loc, scale)
+        if fast is not None:
+            return fast
         yg = _strictly_increasing(np.asarray(self.marginal_.inverse_pseudo_response(zg), dtype=np.float64))
         with np.errstate(divide="ignore", under="ignore"):
             dens = np.exp(self._log_density_z(yg, loc, scale))
+        return GridDensity(yg, dens)
+
+    def _plugin_density_on_grid(self, zg, loc, scale) -> GridDensity | None:
+        """The single-Gaussian case (J = 1) with a KDE marginal, in one table search: the y-grid
+        and p_Y from ``inverse_pseudo_response_and_pdf``, and the density formula at the z-grid
+        itself, p_Y(y) phi((z - m)/s) / (s phi(z)), instead of recomputing z = Phi^{-1}(F_Y(y)) (equal
+        up to rounding: the inverse of the piecewise-linear CDF is exact). None (general path)
+        for mixtures, other marginals, or a y-grid with ties (flat stretches of F_Y)."""
+        m = self.marginal_
+        if loc.shape[1] != 1 or not hasattr(m, "inverse_pseudo_response_and_pdf"):
+            return None
+        yg, pdf = m.inverse_pseudo_response_and_pdf(zg)
+        if not np.all(np.diff(yg, axis=1) > 0):
+            return None
+        with np.errstate(under="ignore", over="ignore"):
+            u = (zg - loc) / scale
+            dens = pdf * np.exp(0.5 * zg * zg - 0.5 * u * u) / scale
         return GridDensity(yg, dens)
 
     def predict(self, X=None, *, features=None) -> np.ndarray:

@@ -286,6 +286,21 @@ class KDEMarginal:
         out[high] = _inverse_linear(-ndtr(-z[high]), -self.sf_grid_, self.grid_)
         return out
 
+    def inverse_pseudo_response_and_pdf(self, z) -> tuple[np.ndarray, np.ndarray]:
+        """(y, p_Y(y)) with y = ``inverse_pseudo_response(z)`` (bit for bit) and p_Y read from the
+        same table segment (equal to ``pdf(y)`` up to rounding): the IC-NLM's density grid in one
+        table search instead of three."""
+        self._check_fitted()
+        z = _values(z, "z")
+        if np.any(np.isnan(z)):
+            raise ValueError("z must not be NaN")
+        y, pdf = np.empty_like(z), np.empty_like(z)
+        low = z <= 0
+        high = ~low
+        y[low], pdf[low] = _inverse_linear(ndtr(z[low]), self.cdf_grid_, self.grid_, self.pdf_grid_)
+        y[high], pdf[high] = _inverse_linear(-ndtr(-z[high]), -self.sf_grid_, self.grid_, self.pdf_grid_)
+        return y, pdf
+
     # ------------------------------------------------------------------ persistence
     def to_state(self) -> tuple[dict[str, np.ndarray], dict]:
         """(arrays, settings): float64 arrays and a JSON-able dict, e.g. for
@@ -338,18 +353,24 @@ class KDEMarginal:
 
 
 # ---------------------------------------------------------------------- numerics
-def _inverse_linear(u: np.ndarray, f: np.ndarray, x: np.ndarray) -> np.ndarray:
+def _inverse_linear(u: np.ndarray, f: np.ndarray, x: np.ndarray, p: np.ndarray | None = None):
     """Generalised inverse inf{y : F(y) >= u} of the piecewise-linear non-decreasing (x, f).
 
     In the segment with f[i-1] < u <= f[i] it is the linear interpolant, so flat stretches of
-    F (no mass) are skipped; u at or below f[0] gives x[0], u above f[-1] gives x[-1]."""
+    F (no mass) are skipped; u at or below f[0] gives x[0], u above f[-1] gives x[-1]. With a
+    table ``p`` on the same nodes, also returns p interpolated at that y from the same segment
+    (no second search)."""
     i = np.clip(np.searchsorted(f, u, side="left"), 1, f.size - 1)
     f0, f1 = f[i - 1], f[i]
     x0, x1 = x[i - 1], x[i]
     df = f1 - f0
     with np.errstate(divide="ignore", invalid="ignore"):
-        w = np.where(df > 0, (u - f0) / df, 1.0)
-    return np.where(u <= f[0], x[0], x0 + np.clip(w, 0.0, 1.0) * (x1 - x0))
+        w = np.clip(np.where(df > 0, (u - f0) / df, 1.0), 0.0, 1.0)
+    first = u <= f[0]
+    y = np.where(first, x[0], x0 + w * (x1 - x0))
+    if p is None:
+        return y
+    return y, np.where(first, p[0], p[i - 1] + w * (p[i] - p[i - 1]))
 
 
 def _tabulate(y: np.ndarray, h: float, lo: float, hi: float, grid_size: int):
