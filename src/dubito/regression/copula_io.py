@@ -172,10 +172,7 @@ def write_copula(est, path) -> None:
         fitted["feature_layer"] = str(est.feature_layer_)
     if source == "network":
         fitted.update(y_mean=float(est.y_mean_), y_scale=float(est.y_scale_), predict_seed=int(est.predict_seed_))
-        tensors.update({f"net.{k}": v.detach().cpu().clone() for k, v in est.net_.state_dict().items()})
-        tensors["x_mean"] = torch.as_tensor(est.x_mean_, dtype=torch.float64)
-        tensors["x_scale"] = torch.as_tensor(est.x_scale_, dtype=torch.float64)
-        tensors["loss_curve"] = torch.as_tensor(est.loss_curve_, dtype=torch.float64)
+        tensors.update(est._network_tensors())
     if getattr(est, "dead_features_", None) is not None:
         tensors["dead_features"] = torch.as_tensor(np.asarray(est.dead_features_, dtype=np.int64))
     io.save_tensors(path, tensors, type(est).__name__,
@@ -217,17 +214,10 @@ def read_copula(cls, path, *, device=None):
         if est.feature_source_ == "wrapped":
             est.feature_layer_ = str(fitted["feature_layer"])
         elif est.feature_source_ == "network":
-            p_in = int(fitted["n_features_in"])
-            net = est._build_net(s, p_in, generator=None, dtype=torch.float64)
-            net.load_state_dict({k[len("net."):]: v for k, v in tensors.items() if k.startswith("net.")}, strict=True)
-            est.net_ = net.double().to(s["device"]).eval()
-            est.x_mean_ = tensors["x_mean"].double().numpy()
-            est.x_scale_ = tensors["x_scale"].double().numpy()
-            est.loss_curve_ = tensors["loss_curve"].double().numpy()
+            if not est._restore_network(tensors, s, int(fitted["n_features_in"])):
+                raise ValueError("x_mean / x_scale do not match n_features_in")
             est.y_mean_, est.y_scale_ = float(fitted["y_mean"]), float(fitted["y_scale"])
             est.predict_seed_ = int(fitted["predict_seed"])
-            if est.x_mean_.shape != (p_in,) or est.x_scale_.shape != (p_in,):
-                raise ValueError("x_mean / x_scale do not match n_features_in")
         elif est.feature_source_ != "features":
             raise ValueError(f"unknown feature_source {est.feature_source_!r}")
         if est.train_features_.shape != (est.n_train_, est.n_features_) or est.posterior_.p != est.n_features_:

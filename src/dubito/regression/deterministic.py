@@ -347,11 +347,28 @@ class _MLPRegressor(_Standardised):
             feature_names_in=[str(c) for c in getattr(self, "feature_names_in_", [])] or None,
             **self._fitted_scalars(),
         )
+        io.save_tensors(path, self._network_tensors(), type(self).__name__,
+                        {"params": _json_params(self), "fitted": fitted})
+
+    def _network_tensors(self) -> dict[str, torch.Tensor]:
+        """The trained network's weights (``net.*``) and the input scaling and loss curve."""
         tensors = {f"net.{k}": v for k, v in self.net_.state_dict().items()}
         tensors["x_mean"] = torch.as_tensor(self.x_mean_, dtype=torch.float64)
         tensors["x_scale"] = torch.as_tensor(self.x_scale_, dtype=torch.float64)
         tensors["loss_curve"] = torch.as_tensor(self.loss_curve_, dtype=torch.float64)
-        io.save_tensors(path, tensors, type(self).__name__, {"params": _json_params(self), "fitted": fitted})
+        return tensors
+
+    def _restore_network(self, tensors: dict, s: dict, n_features: int) -> bool:
+        """Inverse of `_network_tensors`: ``net_`` (float64, on ``s["device"]``, eval mode),
+        ``x_mean_``, ``x_scale_``, ``loss_curve_``; False when the scaling's shape is not (p,)."""
+        net = self._build_net(s, n_features, generator=None, dtype=torch.float64)
+        state = {k[len("net."):]: v for k, v in tensors.items() if k.startswith("net.")}
+        net.load_state_dict(state, strict=True)
+        self.net_ = net.double().to(s["device"]).eval()
+        self.x_mean_ = tensors["x_mean"].double().numpy()
+        self.x_scale_ = tensors["x_scale"].double().numpy()
+        self.loss_curve_ = tensors["loss_curve"].double().numpy()
+        return self.x_mean_.shape == (n_features,) and self.x_scale_.shape == (n_features,)
 
     @classmethod
     def load(cls, path, *, device=None):
@@ -371,13 +388,7 @@ class _MLPRegressor(_Standardised):
             est = cls(**params)
             s = est._settings()
             p = int(fitted["n_features_in"])
-            net = est._build_net(s, p, generator=None, dtype=torch.float64)
-            state = {k[len("net."):]: v for k, v in tensors.items() if k.startswith("net.")}
-            net.load_state_dict(state, strict=True)
-            est.net_ = net.double().to(s["device"])
-            est.x_mean_ = tensors["x_mean"].double().numpy()
-            est.x_scale_ = tensors["x_scale"].double().numpy()
-            est.loss_curve_ = tensors["loss_curve"].double().numpy()
+            shapes_ok = est._restore_network(tensors, s, p)
             est.y_mean_ = float(fitted["y_mean"])
             est.y_scale_ = float(fitted["y_scale"])
             est.n_train_ = int(fitted["n_train"])
@@ -386,7 +397,6 @@ class _MLPRegressor(_Standardised):
             if fitted.get("feature_names_in"):
                 est.feature_names_in_ = np.asarray(fitted["feature_names_in"], dtype=object)
             est._restore_scalars(fitted)
-            shapes_ok = est.x_mean_.shape == (p,) and est.x_scale_.shape == (p,)
         except (KeyError, TypeError, RuntimeError, AttributeError) as exc:
             raise ValueError(f"{path} is a {cls.__name__} file with inconsistent contents (corrupted?): {exc}") from None
         if not shapes_ok:
