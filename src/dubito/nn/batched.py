@@ -45,6 +45,8 @@ ACTIVATIONS = {
     "tanh": torch.tanh,
     "gelu": F.gelu,
     "silu": F.silu,
+    # hard tanh clip(t, -1, 1): the activation of every B-DeepNoise experiment ([P] §3; spec §1.2)
+    "hardtanh": F.hardtanh,
 }
 
 
