@@ -34,18 +34,18 @@ from numbers import Integral
 import numpy as np
 
 __all__ = [
+    "EVAL_INDEX",
     "KINDS",
-    "X_GRID",
     "N_QUANTILES",
     "U_LEVELS",
-    "EVAL_INDEX",
+    "X_GRID",
+    "eval_points",
     "median_function",
     "noise",
-    "true_quantiles",
     "pool",
-    "training_set",
     "test_set",
-    "eval_points",
+    "training_set",
+    "true_quantiles",
 ]
 
 #: The three noise laws, in the order of [P] Table 1.

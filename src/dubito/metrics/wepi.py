@@ -24,7 +24,7 @@ import numpy as np
 
 from dubito.predictive.base import RegressionPredictive, as_numpy
 
-__all__ = ["wepi", "sorted_quantile"]
+__all__ = ["sorted_quantile", "wepi"]
 
 
 def sorted_quantile(sorted_draws: np.ndarray, q: float) -> np.ndarray:

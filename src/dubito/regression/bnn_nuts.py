@@ -1,0 +1,287 @@
+r"""A Bayesian MLP sampled with NUTS: the "BNN" (HMC) baseline of B-DeepNoise ([P] §3, [78];
+spec §4.3, which keeps it optional and small because HMC on a 4 x 50 net is too slow on CPU).
+
+Model, in standardised units (x and y centred and scaled by the training mean and sd, ddof 0;
+constant columns get sd 1, [C] ``standardize``):
+
+    y_i = g(x_i; w) + e_i,   e_i ~ N(0, 1/tau),   w_k ~ N(0, prior_sd^2),   tau ~ Gamma(a, b),
+
+g an MLP (``hidden`` widths, ``activation``, linear output). Prior sources: N(0, 1) on every
+weight is the common BNN default (TyXe's ``IIDPrior(Normal(0, 1))``, NumPyro's BNN example);
+the noise precision prior Gamma(shape 3, rate 1) on standardised y is that of NumPyro's
+``examples/bnn.py`` (``prec_obs ~ Gamma(3.0, 1.0)``); [C]'s TFP HMC configuration is not
+recoverable (spec §4.3). ``noise_sd`` fixes the noise instead (then the model with
+``hidden=()`` is conjugate Bayesian linear regression, which the tests use as the oracle).
+
+Sampling: `dubito.inference.nuts.run_nuts` on the potential -log p(w, log tau | data) over the
+unconstrained vector theta = (all weights and biases, log tau) (the Jacobian of log tau is
+included: log p(log tau) = a log tau - b tau + const); chains start from PyTorch's
+``nn.Linear`` default initialisation U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (each chain its own draw)
+and log tau = 0; step size and a diagonal mass matrix are adapted in warm-up (Stan defaults).
+
+Diagnostics: raw-weight R-hat is meaningless for networks (permutation and sign symmetries,
+spec pitfall 6), so ``diagnostics_`` reports split R-hat and bulk ESS of the posterior mean
+function g(x; w) at up to 20 training inputs and of the noise sd, with divergences and
+acceptance rates; a ConvergenceWarning is raised when that R-hat exceeds ``rhat_threshold``
+(1.01, Vehtari et al. 2021, as in `run_nuts`) or any transition diverged.
+
+Prediction: the equal-weight mixture over all kept draws (chains x samples),
+(1/S) sum_s N(y; g(x; w_s), 1/tau_s), in the user's units, with ``noise_variances`` 1/tau_s.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils import check_random_state
+
+from dubito._validation import (
+    check_choice,
+    check_float,
+    check_int,
+    validate_fit_data,
+    validate_predict_data,
+)
+from dubito.inference.diagnostics import ConvergenceWarning, ess_bulk, rhat
+from dubito.inference.nuts import run_nuts
+from dubito.nn.batched import ACTIVATIONS
+from dubito.predictive.mixture import GaussianMixture
+
+__all__ = ["N_MONITOR", "NUTSNetworkRegressor"]
+
+#: Training inputs at which the posterior mean function is monitored for R-hat / ESS.
+N_MONITOR = 20
+
+
+def _seed(random_state) -> int:
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+        return int(random_state)
+    return int(check_random_state(random_state).randint(0, 2**31 - 1))
+
+
+def _unpack(theta: torch.Tensor, widths: tuple[int, ...]):
+    """theta (S, dim) -> per layer W (S, in, out), b (S, 1, out); the rest (log tau) after."""
+    out, pos = [], 0
+    S = theta.shape[0]
+    for k_in, k_out in zip(widths[:-1], widths[1:]):
+        W = theta[:, pos:pos + k_in * k_out].reshape(S, k_in, k_out)
+        pos += k_in * k_out
+        b = theta[:, pos:pos + k_out].reshape(S, 1, k_out)
+        pos += k_out
+        out.append((W, b))
+    return out, pos
+
+
+def _forward(theta: torch.Tensor, X: torch.Tensor, widths, act) -> torch.Tensor:
+    """g(X; w_s) for every row s of theta (S, dim): (S, N)."""
+    layers, _ = _unpack(theta, widths)
+    h = X.expand(theta.shape[0], *X.shape)
+    for i, (W, b) in enumerate(layers):
+        h = torch.baddbmm(b, h, W)
+        if i < len(layers) - 1:
+            h = act(h)
+    return h[:, :, 0]
+
+
+class NUTSNetworkRegressor(RegressorMixin, BaseEstimator):
+    """Bayesian MLP regression by NUTS over all weights (and the noise precision).
+
+    Parameters (sources: module docstring)
+    ----------
+    hidden : tuple of int, default (50,) — a 1 x 50 net (spec §6.2: 4 x 50 is impractical).
+    activation : str, default "hardtanh" — a key of ``dubito.nn.batched.ACTIVATIONS``.
+    num_warmup, num_samples : int, default 500 each, per chain; num_chains : int, default 2.
+    prior_sd : float, default 1.0 — N(0, prior_sd^2) on every weight and bias.
+    noise_sd : float or None — fixed noise sd in y units; None samples it.
+    noise_prior : (shape, rate), default (3.0, 1.0) — Gamma prior on the noise precision of
+        standardised y (NumPyro's BNN example).
+    target_accept_prob : float, default 0.8; max_tree_depth : int, default 10 (Pyro/Stan).
+    rhat_threshold : float, default 1.01 — see the module docstring.
+    random_state : None or int; device : str, default "cpu"; progress : bool, default True.
+
+    Fitted: ``samples_`` (chains, draws, dim) theta in standardised units; ``noise_sd_draws_``
+    (chains, draws) in y units; ``diagnostics_`` (dict); ``widths_``; ``x_mean_``, ``x_scale_``,
+    ``y_mean_``, ``y_scale_``.
+    """
+
+    def __init__(self, hidden=(50,), activation="hardtanh", num_warmup=500, num_samples=500, num_chains=2,
+                 prior_sd=1.0, noise_sd=None, noise_prior=(3.0, 1.0), target_accept_prob=0.8, max_tree_depth=10,
+                 rhat_threshold=1.01, random_state=None, device="cpu", progress=True):
+        self.hidden = hidden
+        self.activation = activation
+        self.num_warmup = num_warmup
+        self.num_samples = num_samples
+        self.num_chains = num_chains
+        self.prior_sd = prior_sd
+        self.noise_sd = noise_sd
+        self.noise_prior = noise_prior
+        self.target_accept_prob = target_accept_prob
+        self.max_tree_depth = max_tree_depth
+        self.rhat_threshold = rhat_threshold
+        self.random_state = random_state
+        self.device = device
+        self.progress = progress
+
+    def _settings(self) -> dict:
+        hidden = self.hidden
+        if isinstance(hidden, (int, np.integer)) and not isinstance(hidden, bool):
+            hidden = (hidden,)
+        try:
+            hidden = tuple(check_int(h, "hidden widths", min_value=1) for h in hidden)
+        except TypeError:
+            raise ValueError(f"hidden must be a tuple of positive ints, got {self.hidden!r}") from None
+        if self.noise_sd is not None:
+            check_float(self.noise_sd, "noise_sd", strictly_positive=True)
+        try:
+            a, b = (float(v) for v in self.noise_prior)
+        except (TypeError, ValueError):
+            raise ValueError(f"noise_prior must be a pair (shape, rate), got {self.noise_prior!r}") from None
+        if not (a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)):
+            raise ValueError(f"noise_prior shape and rate must be positive, got {self.noise_prior!r}")
+        tap = check_float(self.target_accept_prob, "target_accept_prob", strictly_positive=True)
+        if tap >= 1:
+            raise ValueError(f"target_accept_prob must lie in (0, 1), got {tap}")
+        if not isinstance(self.progress, (bool, np.bool_)):
+            raise ValueError(f"progress must be True or False, got {self.progress!r}")
+        try:
+            device = torch.device(self.device)
+        except (RuntimeError, TypeError) as exc:
+            raise ValueError(f"device must be a torch device string such as 'cpu', got {self.device!r}: {exc}") from None
+        return dict(
+            hidden=hidden,
+            activation=check_choice(self.activation, "activation", ACTIVATIONS),
+            num_warmup=check_int(self.num_warmup, "num_warmup", min_value=0),
+            num_samples=check_int(self.num_samples, "num_samples", min_value=1),
+            num_chains=check_int(self.num_chains, "num_chains", min_value=1),
+            prior_sd=check_float(self.prior_sd, "prior_sd", strictly_positive=True),
+            noise_prior=(a, b),
+            target_accept_prob=tap,
+            max_tree_depth=check_int(self.max_tree_depth, "max_tree_depth", min_value=1),
+            rhat_threshold=check_float(self.rhat_threshold, "rhat_threshold", min_value=1.0),
+            device=device,
+        )
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y):
+        """Sample the posterior on (X, y); X (n, p), y (n,) finite, y not constant. Returns self."""
+        s = self._settings()
+        X, y = validate_fit_data(self, X, y, min_samples=2)
+        n, p = X.shape
+        dev = s["device"]
+        f64 = dict(dtype=torch.float64, device=dev)
+        self.x_mean_ = X.mean(axis=0)
+        self.x_scale_ = X.std(axis=0)
+        self.x_scale_[np.ptp(X, axis=0) == 0] = 1.0  # constant column: centre only ([C] standardize)
+        self.y_mean_, self.y_scale_ = float(y.mean()), float(y.std())
+        Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, **f64)
+        ys = torch.as_tensor((y - self.y_mean_) / self.y_scale_, **f64)
+
+        widths = (p, *s["hidden"], 1)
+        act = ACTIVATIONS[s["activation"]]
+        n_w = sum(k_in * k_out + k_out for k_in, k_out in zip(widths[:-1], widths[1:]))
+        learn_noise = self.noise_sd is None
+        dim = n_w + int(learn_noise)
+        inv_prior_var = 1.0 / s["prior_sd"] ** 2
+        a, b = s["noise_prior"]
+        fixed_log_tau = None if learn_noise else -2.0 * math.log(float(self.noise_sd) / self.y_scale_)
+
+        def potential(theta: torch.Tensor) -> torch.Tensor:
+            w = theta[:n_w]
+            resid = ys - _forward(theta[None, :n_w], Xs, widths, act)[0]
+            u = 0.5 * inv_prior_var * (w * w).sum()
+            if learn_noise:
+                log_tau = theta[n_w]
+                tau = torch.exp(log_tau)
+                u = u + 0.5 * tau * (resid * resid).sum() - 0.5 * n * log_tau - (a * log_tau - b * tau)
+            else:
+                u = u + 0.5 * math.exp(fixed_log_tau) * (resid * resid).sum()
+            return u
+
+        seed = _seed(self.random_state)
+        gen = torch.Generator(device="cpu").manual_seed(seed)
+        init = torch.zeros(s["num_chains"], dim, dtype=torch.float64)
+        pos = 0
+        for k_in, k_out in zip(widths[:-1], widths[1:]):
+            m = k_in * k_out + k_out
+            init[:, pos:pos + m] = (torch.rand(s["num_chains"], m, generator=gen, dtype=torch.float64) * 2 - 1) / math.sqrt(k_in)
+            pos += m
+        res = run_nuts(potential, init=init.to(dev), num_samples=s["num_samples"], warmup_steps=s["num_warmup"],
+                       num_chains=s["num_chains"], target_accept_prob=s["target_accept_prob"],
+                       max_tree_depth=s["max_tree_depth"], seed=seed, device=dev, progress=bool(self.progress),
+                       warn=False)
+        theta = res.draws  # (chains, draws, dim)
+        C, S = theta.shape[:2]
+        if learn_noise:
+            noise_sd = torch.exp(-0.5 * theta[:, :, n_w]) * self.y_scale_
+        else:
+            noise_sd = torch.full((C, S), float(self.noise_sd), dtype=torch.float64)
+        self.samples_ = theta
+        self.noise_sd_draws_ = noise_sd.cpu().numpy()
+        self.widths_ = widths
+        self.n_weights_ = n_w
+
+        monitor = np.unique(np.round(np.linspace(0, n - 1, min(N_MONITOR, n))).astype(int))
+        with torch.no_grad():
+            f_mon = _forward(theta.reshape(C * S, dim)[:, :n_w], Xs[monitor], widths, act).reshape(C, S, -1)
+        diag = dict(monitor_rows=monitor, divergences=res.divergences, acceptance_rate=res.acceptance_rate,
+                    step_size=res.step_size, seconds=res.seconds, rhat_threshold=s["rhat_threshold"],
+                    rhat_function=np.full(len(monitor), np.nan), ess_function=np.full(len(monitor), np.nan),
+                    rhat_noise=float("nan"), ess_noise=float("nan"))
+        if C * S >= 8 and S >= 4:
+            diag["rhat_function"] = np.atleast_1d(rhat(f_mon))
+            diag["ess_function"] = np.atleast_1d(ess_bulk(f_mon))
+            if learn_noise:
+                diag["rhat_noise"] = float(rhat(self.noise_sd_draws_))
+                diag["ess_noise"] = float(ess_bulk(self.noise_sd_draws_))
+        diag["max_rhat"] = float(np.nanmax(np.r_[diag["rhat_function"], diag["rhat_noise"]])) \
+            if np.any(np.isfinite(np.r_[diag["rhat_function"], diag["rhat_noise"]])) else float("nan")
+        diag["min_ess"] = float(np.nanmin(np.r_[diag["ess_function"], diag["ess_noise"]])) \
+            if np.any(np.isfinite(np.r_[diag["ess_function"], diag["ess_noise"]])) else float("nan")
+        self.diagnostics_ = diag
+        self._warn(diag)
+        return self
+
+    @staticmethod
+    def _warn(diag: dict) -> None:
+        n_div = int(np.sum(diag["divergences"]))
+        if n_div:
+            warnings.warn(f"NUTSNetworkRegressor: {n_div} divergent transition(s) after warm-up; the draws may "
+                          "be biased — raise target_accept_prob", ConvergenceWarning, stacklevel=3)
+        worst = diag["max_rhat"]
+        if math.isfinite(worst) and worst > diag["rhat_threshold"]:
+            warnings.warn(f"NUTSNetworkRegressor: max R-hat of the mean function / noise {worst:.3f} > "
+                          f"{diag['rhat_threshold']} — chains have not mixed; run longer", ConvergenceWarning,
+                          stacklevel=3)
+
+    # ------------------------------------------------------------------ predict
+    @torch.no_grad()
+    def sample_functions(self, X) -> np.ndarray:
+        """g(x; w_s) for every kept draw (chains x samples, chain-major), y units: (S, N)."""
+        X = validate_predict_data(self, X, fitted_attributes=["samples_"])
+        theta = self.samples_.reshape(-1, self.samples_.shape[-1])[:, :self.n_weights_]
+        Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, dtype=torch.float64, device=theta.device)
+        act = ACTIVATIONS[self.activation]
+        step = max(1, (1 << 23) // max(1, Xs.shape[0] * max(self.widths_)))
+        out = [_forward(theta[i:i + step], Xs, self.widths_, act).cpu() for i in range(0, theta.shape[0], step)]
+        return torch.cat(out).numpy() * self.y_scale_ + self.y_mean_
+
+    def predict_distribution(self, X) -> GaussianMixture:
+        """(1/S) sum_s N(y; g(x; w_s), noise_sd_s^2) over all kept draws, y units."""
+        f = self.sample_functions(X).T  # (N, S)
+        var = np.broadcast_to(self.noise_sd_draws_.reshape(1, -1) ** 2, f.shape)
+        return GaussianMixture(np.full(f.shape[1], 1.0 / f.shape[1]), f, var, noise_variances=var)
+
+    def predict(self, X) -> np.ndarray:
+        """Posterior predictive mean, y units, (N,)."""
+        return self.sample_functions(X).mean(axis=0)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        tags.target_tags.single_output = True
+        tags.target_tags.multi_output = False
+        return tags
