@@ -1,0 +1,361 @@
+r"""Frequentist DeepNoise ("DeepNoise-SGD"): the B-DeepNoise network fitted by a Monte-Carlo
+mixture likelihood and Adam (spec §2.3 step 1 [C]; pitfall 15).
+
+The model is the one of :mod:`dubito.regression.deepnoise_model` (spec §1.1): for l = 0..L,
+v_l = u_l W_l + γ_l + ε_l, ε_l ~ N(0, diag τ²_l), u_{l+1} = h(v_l) + δ_l, δ_l ~ N(0, diag σ²_l),
+y = v_L. Here W, γ and the log-scales log τ_l, log σ_l are point estimates. The loss of a
+mini-batch is the Monte-Carlo mixture negative log-likelihood
+
+    −(1/B) Σ_i log (1/S) Σ_s N(y_i; h(v^{(s)}_{L-1,i}) W_L + γ_L, τ²_L + Σ_k W_L[k]² σ²_{L-1,k}),
+
+with S noise draws propagated up to h(v_{L-1}) and the last layer (ε_L and δ_{L-1}) integrated
+exactly, computed with logsumexp (spec §2.3 step 1, §3.2). It is the estimator that starts the
+chains of `DeepNoiseRegressor` (``init="sgd"``) and a cheap standalone method.
+
+Initialisation [R]: W_l ~ N(0, 1/K_{l-1}) and γ_l = 0 as in ``random_init`` (spec §2.3 [R]);
+σ_l = exp(N(0, 1)) per unit as in [C] (spec §2.3 step 1), τ_l likewise for the hidden layers,
+τ_L = 1 (the standardised target's sd). Training runs in float32 (as the other MLP baselines),
+prediction and `params_` in float64. Inputs and target are standardised with the training mean
+and (population) sd; a constant input column gets sd := 1 ([C] standardize). No early stopping:
+[C]'s stopping rule is inert for regression and it trains to the last epoch (spec §2.3).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, RegressorMixin
+
+from dubito import io
+from dubito._validation import (
+    check_fitted,
+    check_float,
+    check_int,
+    validate_fit_data,
+    validate_predict_data,
+)
+from dubito.predictive.mixture import GaussianMixture
+from dubito.regression.deepnoise_model import DeepNoiseParams, DeepNoisePriors, piecewise_activation
+from dubito.regression.ensemble import _check_device, member_generators
+
+__all__ = ["DeepNoiseSGDRegressor", "DeepNoiseNet", "check_hidden", "standardise_fit"]
+
+#: Minimum number of training rows (the target is standardised by its sd).
+MIN_SAMPLES = 2
+
+#: (draws x rows x width) elements per prediction chunk: 2**24 float64 = 128 MB.
+_CHUNK_ELEMENTS = 1 << 24
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+def check_hidden(hidden) -> tuple:
+    """``hidden`` as a tuple of positive ints (an int means one layer; () means L = 0)."""
+    if isinstance(hidden, (int, np.integer)) and not isinstance(hidden, bool):
+        hidden = (hidden,)
+    try:
+        return tuple(check_int(h, "hidden widths", min_value=1) for h in hidden)
+    except TypeError:
+        raise ValueError(f"hidden must be a tuple of positive ints, got {hidden!r}") from None
+
+
+def standardise_fit(X: np.ndarray, y: np.ndarray):
+    """(x_mean, x_scale, y_mean, y_scale): population sd; a constant column gets sd := 1 [C]."""
+    x_mean = X.mean(axis=0)
+    x_scale = X.std(axis=0)
+    x_scale[np.ptp(X, axis=0) == 0] = 1.0
+    return x_mean, x_scale, float(y.mean()), float(y.std())
+
+
+class DeepNoiseNet(torch.nn.Module):
+    """Point-estimate DeepNoise network: W_l, γ_l, log τ_l (l = 0..L), log σ_l (l = 0..L-1)."""
+
+    def __init__(self, widths, activation, generator: torch.Generator, *, dtype=torch.float32, device="cpu"):
+        super().__init__()
+        self.widths = tuple(int(w) for w in widths)
+        self.act = piecewise_activation(activation)
+        L = len(self.widths) - 2
+        kw = dict(generator=generator, dtype=torch.float64)
+        W, g, lt, ls = [], [], [], []
+        for l in range(L + 1):
+            k_in, k_out = self.widths[l], self.widths[l + 1]
+            W.append(torch.randn(k_in, k_out, **kw) / math.sqrt(k_in))
+            g.append(torch.zeros(k_out, dtype=torch.float64))
+            lt.append(torch.randn(k_out, **kw) if l < L else torch.zeros(k_out, dtype=torch.float64))
+            if l < L:
+                ls.append(torch.randn(k_out, **kw))
+        P = torch.nn.Parameter
+        self.W = torch.nn.ParameterList([P(t) for t in W])
+        self.gamma = torch.nn.ParameterList([P(t) for t in g])
+        self.log_tau = torch.nn.ParameterList([P(t) for t in lt])
+        self.log_sigma = torch.nn.ParameterList([P(t) for t in ls])
+        self.to(dtype=dtype, device=device)
+
+    @property
+    def n_hidden(self) -> int:
+        return len(self.W) - 1
+
+    def moments(self, X: torch.Tensor, n_draws: int, generator: torch.Generator):
+        """(mean (S, N), var ()) of y given S noise draws up to h(v_{L-1}) (spec §3.2).
+
+        Draw order per hidden layer l: ε_l (S, N, K_l), then δ_l for l < L-1 (δ_{L-1} is
+        integrated out in the exact last layer)."""
+        L = self.n_hidden
+        u = X.unsqueeze(0).expand(int(n_draws), *X.shape)
+        for l in range(L):
+            v = u @ self.W[l] + self.gamma[l]
+            v = v + torch.exp(self.log_tau[l]) * torch.randn(v.shape, generator=generator, dtype=v.dtype, device=v.device)
+            u = self.act(v)
+            if l < L - 1:
+                u = u + torch.exp(self.log_sigma[l]) * torch.randn(
+                    u.shape, generator=generator, dtype=u.dtype, device=u.device
+                )
+        mean = (u @ self.W[L] + self.gamma[L])[..., 0]
+        var = torch.exp(2.0 * self.log_tau[L][0])
+        if L > 0:
+            var = var + (self.W[L][:, 0] ** 2 * torch.exp(2.0 * self.log_sigma[L - 1])).sum()
+        return mean, var
+
+    def mixture_nll(self, X: torch.Tensor, y: torch.Tensor, n_draws: int, generator) -> torch.Tensor:
+        """−mean_i log (1/S) Σ_s N(y_i; mean_si, var) (spec §2.3 step 1), logsumexp over s."""
+        mean, var = self.moments(X, n_draws, generator)
+        logp = -0.5 * ((y - mean) ** 2 / var + torch.log(var) + _LOG_2PI)
+        return -(torch.logsumexp(logp, dim=0) - math.log(mean.shape[0])).mean()
+
+    @torch.no_grad()
+    def to_params(self, rho2_floor: float) -> DeepNoiseParams:
+        """The state in `DeepNoiseParams` form (float64, standardised units): τ² = exp(2 log τ),
+        σ² = exp(2 log σ), ρ² = max(W², floor), ξ² = max(γ², floor) (ρ = |β|, ξ = |γ| [C],
+        spec §2.3 step 2)."""
+        d = lambda t: t.detach().to(torch.float64).clone()  # noqa: E731
+        W = [d(w) for w in self.W]
+        gamma = [d(g) for g in self.gamma]
+        return DeepNoiseParams(
+            W=W,
+            gamma=gamma,
+            tau2=[torch.exp(2.0 * d(t)) for t in self.log_tau],
+            sigma2=[torch.exp(2.0 * d(s)) for s in self.log_sigma],
+            rho2=[torch.clamp(w**2, min=rho2_floor) for w in W],
+            xi2=[torch.clamp(g**2, min=rho2_floor) for g in gamma],
+        )
+
+
+def _progress_bar(progress: bool):
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    columns = (
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    return Progress(*columns, console=Console(stderr=True), disable=not progress)
+
+
+class DeepNoiseSGDRegressor(RegressorMixin, BaseEstimator):
+    r"""Frequentist DeepNoise trained by the Monte-Carlo mixture NLL and Adam (spec §2.3 step 1).
+
+    ``predict_distribution`` returns an equal-weight `GaussianMixture` whose components are
+    noise draws: mean h(v^{(s)}_{L-1}) W_L + γ_L and variance τ²_L + Σ_k W_L[k]² σ²_{L-1,k}, in
+    the user's units. ``params_()`` gives the fitted state as `DeepNoiseParams` in standardised
+    units, to start a Gibbs chain from (spec §2.3 step 2).
+
+    Parameters (defaults and their sources)
+    ----------
+    hidden : tuple of int, default (50, 50, 50, 50)
+        Hidden widths; 4 x 50 in all experiments of [P] (spec §1.1).
+    activation : str, default "hardtanh"
+        A piecewise-linear activation (spec §1.2): "hardtanh" [P], "relu", "leaky_relu",
+        "bounded_relu". Smooth ones are refused (the Gibbs sampler needs piecewise linear).
+    n_noise_samples : int, default 100
+        S, noise draws per row in the loss and components at prediction; 100 [C].
+    lr : float, default 1e-3
+        Adam learning rate [C].
+    batch_size : int, default 1000
+        Mini-batch rows; 1000 for UCI, 500 for the synthetic sets [C]. Capped at n.
+    epochs : int, default 1000
+        [C] runs up to 10,000 (its early stopping is inert, spec §2.3); 1000 is our CPU-sized
+        default [R].
+    random_state : None, int or RandomState
+        Seeds initialisation, mini-batch order, training noise and prediction noise.
+    device : str, default "cpu"
+    progress : bool, default True
+        Progress bar over epochs (rich, on stderr).
+
+    Fitted attributes
+    -----------------
+    net_ : DeepNoiseNet (float64); x_mean_, x_scale_ : (p,); y_mean_, y_scale_ : float;
+    loss_curve_ : (epochs,) epoch-mean training loss (standardised units); n_features_in_.
+    """
+
+    def __init__(
+        self,
+        hidden=(50, 50, 50, 50),
+        activation="hardtanh",
+        n_noise_samples=100,
+        lr=1e-3,
+        batch_size=1000,
+        epochs=1000,
+        random_state=None,
+        device="cpu",
+        progress=True,
+    ):
+        self.hidden = hidden
+        self.activation = activation
+        self.n_noise_samples = n_noise_samples
+        self.lr = lr
+        self.batch_size = batch_size
+        self.epochs = epochs
+        self.random_state = random_state
+        self.device = device
+        self.progress = progress
+
+    def _settings(self) -> dict:
+        if not isinstance(self.progress, (bool, np.bool_)):
+            raise ValueError(f"progress must be True or False, got {self.progress!r}")
+        return dict(
+            hidden=check_hidden(self.hidden),
+            activation=piecewise_activation(self.activation).name,
+            n_noise_samples=check_int(self.n_noise_samples, "n_noise_samples", min_value=1),
+            lr=check_float(self.lr, "lr", strictly_positive=True),
+            batch_size=check_int(self.batch_size, "batch_size", min_value=1),
+            epochs=check_int(self.epochs, "epochs", min_value=1),
+            device=_check_device(self.device),
+        )
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y):
+        """Train on (X, y): X (n, p), y (n,) finite, y not constant. Returns self."""
+        s = self._settings()
+        X, y = validate_fit_data(self, X, y, min_samples=MIN_SAMPLES)
+        n, p = X.shape
+        self.x_mean_, self.x_scale_, self.y_mean_, self.y_scale_ = standardise_fit(X, y)
+        # three independent streams: initialisation (CPU), training (order, noise), prediction
+        gen_init, gen_train, gen_pred = member_generators(self.random_state, 3)
+        self._predict_seed = int(gen_pred.initial_seed())
+        device = s["device"]
+        gen = torch.Generator(device=device).manual_seed(int(gen_train.initial_seed()))
+        net = DeepNoiseNet((p, *s["hidden"], 1), s["activation"], gen_init, dtype=torch.float32, device=device)
+        Xt = torch.as_tensor((X - self.x_mean_) / self.x_scale_, dtype=torch.float32).to(device)
+        yt = torch.as_tensor((y - self.y_mean_) / self.y_scale_, dtype=torch.float32).to(device)
+        self.loss_curve_ = self._train(net, Xt, yt, s, gen)
+        self.net_ = net.double()
+        return self
+
+    def _train(self, net, X, y, s, gen) -> np.ndarray:
+        n = X.shape[0]
+        batch = min(s["batch_size"], n)
+        opt = torch.optim.Adam(net.parameters(), lr=s["lr"])
+        curve = np.zeros(s["epochs"])
+        with _progress_bar(bool(self.progress)) as bar:
+            task = bar.add_task("DeepNoise-SGD", total=s["epochs"])
+            for epoch in range(s["epochs"]):
+                perm = torch.randperm(n, generator=gen, device=X.device)
+                total = 0.0
+                for start in range(0, n, batch):
+                    idx = perm[start : start + batch]
+                    loss = net.mixture_nll(X[idx], y[idx], s["n_noise_samples"], gen)
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                    total += float(loss.detach()) * idx.shape[0]
+                curve[epoch] = total / n
+                bar.update(task, advance=1, description=f"DeepNoise-SGD nll {curve[epoch]:.3f}")
+        return curve
+
+    # ------------------------------------------------------------------ predict
+    def params_(self) -> DeepNoiseParams:
+        """The fitted state as `DeepNoiseParams` (float64, standardised units, on ``device``);
+        ρ² = W², ξ² = γ², both floored at ``DeepNoisePriors().rho2_floor`` (spec §2.3 step 2)."""
+        check_fitted(self, "net_")
+        return self.net_.to_params(DeepNoisePriors().rho2_floor)
+
+    @torch.no_grad()
+    def predict_moments(self, X, n_samples=None):
+        """Component means (N, S) and the common component variance in user units."""
+        X = validate_predict_data(self, X, fitted_attributes="net_")
+        S = self.n_noise_samples if n_samples is None else check_int(n_samples, "n_samples", min_value=1)
+        dev = self.net_.W[0].device
+        Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, dtype=torch.float64).to(dev)
+        gen = torch.Generator(device=dev).manual_seed(self._predict_seed)
+        width = max(self.net_.widths)
+        step = max(1, _CHUNK_ELEMENTS // max(1, S * width))
+        means, var = [], None
+        for start in range(0, Xs.shape[0], step):
+            m, var = self.net_.moments(Xs[start : start + step], S, gen)
+            means.append(m.T.cpu())
+        mean = torch.cat(means).numpy() * self.y_scale_ + self.y_mean_
+        return mean, float(var) * self.y_scale_**2
+
+    def predict_distribution(self, X, n_samples=None) -> GaussianMixture:
+        """Equal-weight mixture over ``n_samples`` (default ``n_noise_samples``) noise draws,
+        user units. Deterministic: the prediction noise stream is re-seeded at every call."""
+        mean, var = self.predict_moments(X, n_samples)
+        M = mean.shape[1]
+        return GaussianMixture(np.full(M, 1.0 / M), mean, np.full(mean.shape, var))
+
+    def predict(self, X) -> np.ndarray:
+        """Predictive mean (N,), user units (mean of the mixture components)."""
+        return self.predict_moments(X)[0].mean(axis=1)
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path) -> None:
+        """Write the fitted model (safetensors + JSON settings, atomically; no pickle)."""
+        check_fitted(self, "net_")
+        params = self.get_params(deep=False)
+        params["hidden"] = list(check_hidden(params["hidden"]))
+        rs = params["random_state"]
+        params["random_state"] = int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else None
+        params["device"] = str(params["device"])
+        fitted = dict(
+            n_features_in=int(self.n_features_in_),
+            y_mean=self.y_mean_,
+            y_scale=self.y_scale_,
+            predict_seed=self._predict_seed,
+            feature_names_in=[str(c) for c in getattr(self, "feature_names_in_", [])] or None,
+        )
+        tensors = {f"net.{k}": v for k, v in self.net_.state_dict().items()}
+        tensors["x_mean"] = torch.as_tensor(self.x_mean_, dtype=torch.float64)
+        tensors["x_scale"] = torch.as_tensor(self.x_scale_, dtype=torch.float64)
+        tensors["loss_curve"] = torch.as_tensor(self.loss_curve_, dtype=torch.float64)
+        io.save_tensors(path, tensors, type(self).__name__, {"params": params, "fitted": fitted})
+
+    @classmethod
+    def load(cls, path, *, device=None) -> "DeepNoiseSGDRegressor":
+        """Read a model written by `save`; a corrupted or foreign file raises ValueError."""
+        tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
+        try:
+            params = dict(settings["params"])
+            fitted = settings["fitted"]
+            params["hidden"] = tuple(params["hidden"])
+            if device is not None:
+                params["device"] = str(device)
+            est = cls(**params)
+            s = est._settings()
+            p = int(fitted["n_features_in"])
+            net = DeepNoiseNet((p, *s["hidden"], 1), s["activation"], torch.Generator(), dtype=torch.float64)
+            net.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("net.")}, strict=True)
+            est.net_ = net.to(s["device"])
+            est.x_mean_ = tensors["x_mean"].numpy()
+            est.x_scale_ = tensors["x_scale"].numpy()
+            est.loss_curve_ = tensors["loss_curve"].numpy()
+            est.y_mean_ = float(fitted["y_mean"])
+            est.y_scale_ = float(fitted["y_scale"])
+            est._predict_seed = int(fitted["predict_seed"])
+            est.n_features_in_ = p
+            if fitted.get("feature_names_in"):
+                est.feature_names_in_ = np.asarray(fitted["feature_names_in"], dtype=object)
+        except (KeyError, TypeError, RuntimeError, AttributeError) as exc:
+            raise ValueError(f"{path} is a {cls.__name__} file with inconsistent contents (corrupted?): {exc}") from None
+        return est
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        tags.target_tags.single_output = True
+        tags.target_tags.multi_output = False
+        return tags
