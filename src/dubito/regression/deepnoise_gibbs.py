@@ -17,11 +17,12 @@ pieces), float64 on the device of the inputs, and every random draw comes from t
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
 
-from dubito.inference.truncnorm import log_normal_interval_mass, sample_truncated_normal
+from dubito.inference.truncnorm import log_mass_from_cdf, ndtr, near_side, standard_draw_from_cdf
 from dubito.regression.deepnoise_model import (
     DeepNoiseLatents,
     DeepNoiseParams,
@@ -87,54 +88,118 @@ def _hyper(value, l: int, like: torch.Tensor) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------------------- (a) v-conditional
-def _piece_tensors(h: PiecewiseLinear, like: torch.Tensor):
-    kw = dict(dtype=like.dtype, device=like.device)
-    return (
-        torch.tensor(h.slopes, **kw),
-        torch.tensor(h.intercepts, **kw),
-        torch.tensor(h.lower_edges(), **kw),
-        torch.tensor(h.upper_edges(), **kw),
-    )
+def _v_pieces(m, t, s, w, h: PiecewiseLinear):
+    """Per piece j of h: (logit_j, lam_j, om_j, fa_j, fb_j, zlo_j) for p(v | m, t, s, w).
+
+    logit_j = log C_j + log P_j (unnormalised log weight), lam_j/om_j the mean/sd of the
+    Gaussian factor N(v; λ_j, ω_j²), signed: om_j < 0 where the piece interval was reflected
+    to the near side, so that v = λ_j + om_j·z with z ~ N(0,1) truncated to [a'_j, b'_j] and
+    fa_j = Φ(a'_j), fb_j = Φ(b'_j) (see dubito.inference.truncnorm). Slope-0 pieces reuse
+    λ = m, ω² = t. Shapes broadcast between (N, K) and (K,).
+    """
+    inv_t = 1.0 / t
+    inv_s = 1.0 / s
+    out = []
+    for b, b0, lo, hi in zip(h.slopes, h.intercepts, h.lower_edges(), h.upper_edges()):
+        if b == 0.0:
+            om = t.sqrt()
+            lam = m
+            log_c = (w - b0).square_().mul_(-0.5 * inv_s) - 0.5 * (torch.log(s) + _LOG_2PI)
+        else:
+            om2 = 1.0 / (inv_t + (b * b) * inv_s)
+            om = om2.sqrt()
+            lam = (m * inv_t + (w - b0) * (b * inv_s)) * om2
+            var_w = s + (b * b) * t
+            log_c = (w - b * m - b0).square_().mul_(-0.5 / var_w) - 0.5 * (torch.log(var_w) + _LOG_2PI)
+        if math.isinf(lo) and math.isinf(hi):  # a linear piece on the whole line
+            fa, fb, zlo, om_s = 0.0, 1.0, None, om
+            log_p = torch.zeros_like(log_c)
+        elif math.isinf(lo):  # (−inf, hi): already on the near side
+            zhi = (hi - lam) / om
+            fa, fb, zlo, om_s = 0.0, ndtr(zhi), None, om
+            log_p = log_mass_from_cdf(fa, fb, torch.full_like(zhi, -math.inf), zhi)
+        elif math.isinf(hi):  # (lo, inf): reflected to (−inf, −(lo − λ)/ω)
+            zhi = (lam - lo) / om
+            fa, fb, zlo, om_s = 0.0, ndtr(zhi), None, -om
+            log_p = log_mass_from_cdf(fa, fb, torch.full_like(zhi, -math.inf), zhi)
+        else:
+            za, zb, flip = near_side((lo - lam) / om, (hi - lam) / om)
+            fa, fb, zlo = ndtr(za), ndtr(zb), za
+            om_s = torch.where(flip, -om, om)
+            log_p = log_mass_from_cdf(fa, fb, za, zb)
+        out.append((log_c + log_p, lam, om_s, fa, fb, zlo))
+    return out
 
 
 def v_conditional(m: torch.Tensor, t: torch.Tensor, s: torch.Tensor, w: torch.Tensor, act):
     """Mixture form of p(v | m, t, s, w) ∝ N(v; m, t)·N(w; h(v), s) (spec §2.1a).
 
-    m, w: (..., K); t, s: (K,) or broadcastable. Returns (log_weights, lam, omega2, lo, hi)
-    with a trailing piece axis J; log_weights are normalised (logsumexp = 0).
+    m, w: (..., K); t, s: (K,). Returns (log_weights, lam, omega2, lo, hi) with a trailing
+    piece axis J (lo/hi of shape (J,)); log_weights are normalised (logsumexp = 0).
     """
     h = piecewise_activation(act)
-    b, b0, lo, hi = _piece_tensors(h, m)
-    m_, w_ = m.unsqueeze(-1), w.unsqueeze(-1)
-    t_, s_ = torch.as_tensor(t).unsqueeze(-1), torch.as_tensor(s).unsqueeze(-1)
-    omega2 = 1.0 / (1.0 / t_ + b * b / s_)
-    lam = omega2 * (m_ / t_ + b * (w_ - b0) / s_)
-    var_w = s_ + b * b * t_
-    log_c = -0.5 * (w_ - b * m_ - b0) ** 2 / var_w - 0.5 * (torch.log(var_w) + _LOG_2PI)
-    omega = omega2.sqrt()
-    log_p = log_normal_interval_mass((lo - lam) / omega, (hi - lam) / omega)
-    logits = log_c + log_p
+    t, s = torch.as_tensor(t, dtype=m.dtype), torch.as_tensor(s, dtype=m.dtype)
+    pieces = _v_pieces(m, t, s, w, h)
+    shape = torch.broadcast_shapes(m.shape, w.shape)
+    logits = torch.stack([p[0].expand(shape) for p in pieces], dim=-1)
     logits = logits - torch.logsumexp(logits, dim=-1, keepdim=True)
-    return logits, lam, omega2, lo, hi
+    lam = torch.stack([p[1].expand(shape) for p in pieces], dim=-1)
+    omega2 = torch.stack([torch.as_tensor(p[2]).square().expand(shape) for p in pieces], dim=-1)
+    kw = {"dtype": m.dtype, "device": m.device}
+    return logits, lam, omega2, torch.tensor(h.lower_edges(), **kw), torch.tensor(h.upper_edges(), **kw)
 
 
-def _sample_categorical(logits: torch.Tensor, generator) -> torch.Tensor:
-    """Index j ~ softmax(logits) along the last axis, one uniform per element (inverse CDF)."""
-    cdf = torch.cumsum(torch.softmax(logits, dim=-1), dim=-1)
-    u = torch.rand(cdf.shape[:-1], generator=generator, dtype=cdf.dtype, device=cdf.device)
-    idx = (u.unsqueeze(-1) >= cdf[..., :-1]).sum(-1)
-    return idx
+def _select(is_piece, values):
+    """values[j] where is_piece[j] (exclusive masks), elementwise; values that are the same
+    object (e.g. λ = m for every slope-0 piece) share one branch, so fewer ``where`` passes."""
+    counts = {}
+    for v in values:
+        counts[id(v)] = counts.get(id(v), 0) + 1
+    default = max(values, key=lambda v: counts[id(v)])
+    out = default
+    for mask, v in zip(is_piece, values):
+        if v is not default:
+            out = torch.where(mask, v, out)
+    return out
 
 
 def sample_v(m: torch.Tensor, t: torch.Tensor, s: torch.Tensor, w: torch.Tensor, act, generator) -> torch.Tensor:
-    """Draw v ~ p(v | m, t, s, w) (spec §2.1a): pick the piece j, then TN(λ_j, ω_j², c_{j-1}, c_j)."""
-    logits, lam, omega2, lo, hi = v_conditional(m, t, s, w, act)
-    j = _sample_categorical(logits, generator).unsqueeze(-1)
-    lam_j = torch.gather(lam, -1, j)[..., 0]
-    om_j = torch.gather(omega2.expand_as(lam), -1, j)[..., 0].sqrt()
-    lo_j = lo[j[..., 0]]
-    hi_j = hi[j[..., 0]]
-    return sample_truncated_normal(lam_j, om_j, lo_j, hi_j, generator)
+    """Draw v ~ p(v | m, t, s, w) (spec §2.1a): piece j ~ π (one uniform, inverse CDF over the
+    pieces), then TN(λ_j, ω_j², c_{j-1}, c_j) by the near-side inverse CDF (one uniform).
+
+    The draw is not clipped to [c_{j-1}, c_j] afterwards: Φ⁻¹ is monotone, so it lies there
+    up to the ndtr/ndtri round trip (about 1e-15 relative), which h's continuity makes harmless.
+    """
+    h = piecewise_activation(act)
+    pieces = _v_pieces(m, t, s, w, h)
+    logits = [p[0] for p in pieces]
+    top = logits[0]
+    for lg in logits[1:]:
+        top = torch.maximum(top, lg)
+    cum = list(itertools.accumulate(torch.exp(lg - top) for lg in logits))
+    u = torch.rand(top.shape, generator=generator, dtype=top.dtype, device=top.device)
+    r = u * cum[-1]
+    below = [r < c for c in cum[:-1]]  # cumulative: piece index ≤ j
+    is_piece = below[:1] + [b & ~a for a, b in zip(below, below[1:])] + [~below[-1]] if below else [r == r]
+    lam = _select(is_piece, [p[1] for p in pieces])
+    om_s = _select(is_piece, [p[2] for p in pieces])
+    fa = _select(is_piece, [p[3] for p in pieces])
+    fb = _select(is_piece, [p[4] for p in pieces])
+    kw = {"dtype": top.dtype, "device": top.device}
+
+    def bounds(mask):  # standardised near-side bounds of the chosen piece, far subset only
+        j = sum((~b[mask]).to(torch.int64) for b in below) if below else torch.zeros_like(top[mask], dtype=torch.int64)
+        lo_tab = torch.tensor(h.lower_edges(), **kw)
+        hi_tab = torch.tensor(h.upper_edges(), **kw)
+        lm, om = lam.expand_as(top)[mask], om_s.expand_as(top)[mask]
+        e1, e2 = (lo_tab[j] - lm) / om, (hi_tab[j] - lm) / om
+        return torch.minimum(e1, e2), torch.maximum(e1, e2)
+
+    u2 = torch.rand(top.shape, generator=generator, dtype=top.dtype, device=top.device)
+    fa = torch.as_tensor(fa, **kw).expand_as(top)
+    fb = torch.as_tensor(fb, **kw).expand_as(top)
+    z = standard_draw_from_cdf(fa, fb, u2, bounds)
+    return lam + om_s * z
 
 
 # ------------------------------------------------------------------------------- (b) u-conditional

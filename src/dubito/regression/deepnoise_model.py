@@ -69,6 +69,16 @@ class PiecewiseLinear:
             )
         if any(b2 <= b1 for b1, b2 in zip(self.borders, self.borders[1:])):
             raise ValueError(f"activation {self.name!r}: borders must increase, got {self.borders}")
+        object.__setattr__(self, "_clamp", self._clamp_form())
+
+    def _clamp_form(self):
+        """(lo, hi) when h(t) = clamp(t, lo, hi) (constant, identity, constant pieces), else None."""
+        sl, ic, c = tuple(map(float, self.slopes)), tuple(map(float, self.intercepts)), self.borders
+        if sl == (0.0, 1.0, 0.0) and ic == (float(c[0]), 0.0, float(c[1])):
+            return (float(c[0]), float(c[1]))
+        if sl == (0.0, 1.0) and ic == (float(c[0]), 0.0):
+            return (float(c[0]), None)
+        return None
 
     @property
     def n_pieces(self) -> int:
@@ -88,6 +98,8 @@ class PiecewiseLinear:
         return tuple(float(c) for c in self.borders) + (math.inf,)
 
     def __call__(self, t: torch.Tensor) -> torch.Tensor:
+        if self._clamp is not None:  # hard tanh, ReLU, bounded ReLU: one clamp (speed)
+            return torch.clamp(t, *self._clamp)
         out = self.slopes[0] * t + self.intercepts[0]
         for c, b, b0 in zip(self.borders, self.slopes[1:], self.intercepts[1:]):
             out = torch.where(t >= c, b * t + b0, out)
@@ -377,9 +389,14 @@ def log_density_recursive(
     mean_y = params.gamma[1][0] + W1[0, 0] * h(v)
     var_y = params.tau2[1][0] + W1[0, 0] ** 2 * params.sigma2[0][0]
     y = torch.as_tensor(y_grid, dtype=W0.dtype, device=W0.device).reshape(-1, 1)
-    log_py = -0.5 * (y - mean_y) ** 2 / var_y - 0.5 * torch.log(2 * math.pi * var_y)
-    log_f = log_py + log_pv  # (G, n_nodes)
     dv = v[1] - v[0]
-    w = torch.full_like(v, float(dv))
-    w[0] = w[-1] = 0.5 * float(dv)
-    return torch.logsumexp(log_f + torch.log(w), dim=1)
+    log_w = torch.full_like(v, float(torch.log(dv)))
+    log_w[0] = log_w[-1] = float(torch.log(0.5 * dv))
+    log_pv = log_pv + log_w
+    out = []
+    block = max(1, 2_000_000 // int(n_nodes))  # bounded memory: block × n_nodes floats
+    for start in range(0, y.shape[0], block):
+        yb = y[start : start + block]
+        log_py = -0.5 * (yb - mean_y) ** 2 / var_y - 0.5 * torch.log(2 * math.pi * var_y)
+        out.append(torch.logsumexp(log_py + log_pv, dim=1))
+    return torch.cat(out)
