@@ -400,7 +400,7 @@ def test_bad_input(model, data):
 def test_end_to_end_posterior_predictive_is_sensible(seed):
     """L = 1, K = 5, N = 200 heteroscedastic toy, 2 chains x (1000 burn-in + 400 kept, thin 4),
     random init; 2,000 fresh test points from the true law.
-    Measured (seeds 0, 1, 2; ~27 s each on the shared 2-core machine): 90% interval coverage
+    Measured (seeds 0, 1, 2; 27-53 s each on the shared 2-core machine): 90% interval coverage
     0.942, 0.885, 0.933; test NLL minus the NLL of the true conditional density 0.212, 0.278,
     0.139 (the marginal Gaussian N(mean y, var y) is 1.24-1.28 nats worse than the truth);
     RMSE of the predictive mean to sin(3x) 0.086, 0.078, 0.062 (noise sd 0.05-0.45).
