@@ -15,6 +15,7 @@ import torch
 from dubito.inference.truncnorm import (
     log_ndtr_inverse,
     log_normal_interval_mass,
+    ndtr,
     sample_truncated_normal,
 )
 
@@ -59,6 +60,12 @@ def test_log_interval_mass_matches_mpmath(a, b):
     want = _mp_log_mass(a, b) if math.isfinite(a) or math.isfinite(b) else 0.0
     # relative 1e-10 on the log mass (covers log masses down to about -800)
     assert got == pytest.approx(want, rel=1e-10, abs=1e-12)
+
+
+def test_ndtr_relative_accuracy_in_the_lower_tail():
+    # torch.special.ndtr returns 0 at x = -10; ours (erfc) keeps relative 1e-13 down to -37
+    x = np.linspace(-37.0, 8.0, 2001)
+    np.testing.assert_allclose(ndtr(_t(x)).numpy(), sc.ndtr(x), rtol=1e-13, atol=0)
 
 
 def test_log_interval_mass_empty_interval_is_minus_inf():

@@ -29,14 +29,16 @@ import math
 
 import torch
 
-__all__ = ["log_ndtr_inverse", "log_normal_interval_mass", "sample_truncated_normal"]
+__all__ = ["log_ndtr_inverse", "log_normal_interval_mass", "ndtr", "sample_truncated_normal"]
 
-FAR = -30.0  # below this (reflected) upper bound the log-space path is used
+FAR = -30.0  # below this (near-side) upper bound the log-space path is used
 _TINY_U = 2.0**-60  # keeps U > 0 so that an interval (−inf, b) never yields −inf
 _LOG_P_DIRECT = -700.0  # exp(-700) = 1e-304: torch.special.ndtri is accurate down to here
 _NEWTON_STEPS = 6  # quadratic convergence from the asymptote; 3 already reach 1e-15 [tested]
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _SQRT1_2 = math.sqrt(0.5)
+LOG2 = math.log(2.0)
+PHI2_FAR = math.erfc(-FAR * _SQRT1_2)  # 2Φ(−30) ≈ 9.8e-198
 
 
 def ndtr(x: torch.Tensor) -> torch.Tensor:
@@ -49,7 +51,7 @@ def ndtr(x: torch.Tensor) -> torch.Tensor:
 
 def _log1mexp(x: torch.Tensor) -> torch.Tensor:
     """log(1 − eˣ) for x ≤ 0, accurate near 0 and for x → −∞ (Mächler 2012)."""
-    return torch.where(x > -math.log(2.0), torch.log(-torch.expm1(x)), torch.log1p(-torch.exp(x)))
+    return torch.where(x > -LOG2, torch.log(-torch.expm1(x)), torch.log1p(-torch.exp(x)))
 
 
 def near_side(a: torch.Tensor, b: torch.Tensor):
@@ -64,12 +66,18 @@ def log_mass_logspace(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return log_fb + _log1mexp(torch.special.log_ndtr(a) - log_fb)
 
 
-def log_mass_from_cdf(fa: torch.Tensor, fb: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """log(Φ(b) − Φ(a)) from near-side CDF values; the far subset (b < FAR) in log space."""
-    out = torch.log(fb - fa)
-    far = b < FAR
-    if bool(far.any()):
-        out = out.masked_scatter(far, log_mass_logspace(a[far], b[far]))
+def log_twice_mass(fa2, fb2: torch.Tensor, bounds) -> torch.Tensor:
+    """log(2(Φ(b) − Φ(a))) from doubled near-side CDF values fa2 = 2Φ(a), fb2 = 2Φ(b)
+    (fa2 may be the float 0.0 for a = −inf).
+
+    ``bounds(mask) -> (a[mask], b[mask])`` gives the near-side bounds of the far subset
+    (2Φ(b) < 2Φ(FAR)), whose mass is recomputed in log space.
+    """
+    out = torch.log(fb2 if isinstance(fa2, float) and fa2 == 0.0 else fb2 - fa2)
+    if fb2.numel() and bool(fb2.min() < PHI2_FAR):  # cheap check first; the mask only when needed
+        far = fb2 < PHI2_FAR
+        a, b = bounds(far)
+        out = out.masked_scatter(far, log_mass_logspace(a, b) + LOG2)
     return out
 
 
@@ -80,7 +88,9 @@ def log_normal_interval_mass(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """
     a, b = torch.broadcast_tensors(torch.as_tensor(a), torch.as_tensor(b))
     a, b, _ = near_side(a, b)
-    return log_mass_from_cdf(ndtr(a), ndtr(b), a, b)
+    fa2 = torch.special.erfc(a * -_SQRT1_2)
+    fb2 = torch.special.erfc(b * -_SQRT1_2)
+    return log_twice_mass(fa2, fb2, lambda m: (a[m], b[m])) - LOG2
 
 
 def log_ndtr_inverse(log_p: torch.Tensor) -> torch.Tensor:
@@ -101,16 +111,17 @@ def log_ndtr_inverse(log_p: torch.Tensor) -> torch.Tensor:
     return z
 
 
-def standard_draw_from_cdf(fa, fb, u, bounds) -> torch.Tensor:
-    """z ~ N(0,1) restricted to the near-side interval [a, b] given Φ(a), Φ(b) and U.
+def draw_from_cdf2(fa2, fb2: torch.Tensor, u: torch.Tensor, bounds) -> torch.Tensor:
+    """z ~ N(0,1) restricted to the near-side interval [a, b], given 2Φ(a), 2Φ(b) and U:
+    z = Φ⁻¹(Φ(a) + U(Φ(b) − Φ(a))).
 
     ``bounds(mask) -> (a[mask], b[mask])`` supplies the standardised bounds lazily: they are
     needed only for the far subset (Φ(b) < Φ(FAR)), which is drawn in log space.
     """
     u = torch.clamp(u, min=_TINY_U)
-    z = torch.special.ndtri(fa + u * (fb - fa))
-    far = fb < _PHI_FAR
-    if bool(far.any()):
+    z = torch.special.ndtri((fa2 + u * (fb2 - fa2)) * 0.5)
+    if fb2.numel() and bool(fb2.min() < PHI2_FAR):
+        far = fb2 < PHI2_FAR
         a, b = bounds(far)
         log_fa = torch.special.log_ndtr(a)
         log_fb = torch.special.log_ndtr(b)
@@ -119,9 +130,6 @@ def standard_draw_from_cdf(fa, fb, u, bounds) -> torch.Tensor:
         zf = log_ndtr_inverse(torch.clamp(log_p, max=0.0))
         z = z.masked_scatter(far, torch.minimum(torch.maximum(zf, a), b))
     return z
-
-
-_PHI_FAR = 0.5 * math.erfc(-FAR * _SQRT1_2)  # Φ(−30) ≈ 4.9e-198
 
 
 def sample_truncated_normal(
@@ -142,7 +150,9 @@ def sample_truncated_normal(
         raise TypeError(f"mean must be a floating tensor, got {mean.dtype}")
     a, b, flip = near_side((lo - mean) / sd, (hi - mean) / sd)
     u = torch.rand(mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
-    z = standard_draw_from_cdf(ndtr(a), ndtr(b), u, lambda m: (a[m], b[m]))
+    fa2 = torch.special.erfc(a * -_SQRT1_2)
+    fb2 = torch.special.erfc(b * -_SQRT1_2)
+    z = draw_from_cdf2(fa2, fb2, u, lambda m: (a[m], b[m]))
     z = torch.minimum(torch.maximum(z, a), b)
     out = mean + sd * torch.where(flip, -z, z)
     return torch.minimum(torch.maximum(out, lo), hi)

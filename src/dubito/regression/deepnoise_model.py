@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Union
 
 import torch
 
@@ -235,7 +234,7 @@ class DeepNoiseLatents:
         return DeepNoiseLatents(V=[t.to(device) for t in self.V], U=[t.to(device) for t in self.U])
 
 
-Hyper = Union[float, Sequence[torch.Tensor]]
+Hyper = float | Sequence[torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -291,7 +290,11 @@ def _propagate_hidden(params, X, h, n_draws, generator):
     u = X.unsqueeze(0).expand(n_draws, *X.shape)
     hv = u
     for l in range(L):
-        v = u @ params.W[l] + params.gamma[l]
+        # layer 0 is the same for every draw: one (N, P) matmul, then broadcast
+        if l == 0:
+            v = (X @ params.W[0] + params.gamma[0]).expand(n_draws, X.shape[0], params.W[0].shape[1])
+        else:
+            v = u @ params.W[l] + params.gamma[l]
         v = v + params.tau2[l].sqrt() * torch.randn(v.shape, generator=generator, dtype=v.dtype, device=v.device)
         hv = h(v)
         if l < L - 1:
@@ -322,9 +325,12 @@ def forward_sample(params: DeepNoiseParams, X: torch.Tensor, act, n_draws: int, 
     """Full forward sampling of y incl. every noise term (spec §3.1, eqs. (4)–(5)): (n_draws, N)."""
     h = _act(act)
     L = params.n_hidden
-    u = X.unsqueeze(0).expand(int(n_draws), *X.shape)
+    u = None
     for l in range(L + 1):
-        v = u @ params.W[l] + params.gamma[l]
+        if l == 0:  # the same for every draw: one (N, P) matmul, then broadcast
+            v = (X @ params.W[0] + params.gamma[0]).expand(int(n_draws), X.shape[0], params.W[0].shape[1])
+        else:
+            v = u @ params.W[l] + params.gamma[l]
         v = v + params.tau2[l].sqrt() * torch.randn(v.shape, generator=generator, dtype=v.dtype, device=v.device)
         if l < L:
             hv = h(v)
