@@ -381,6 +381,19 @@ def test_theorem3_bound_holds_and_corollary4_dominates(act):
     # a one-layer check where the bound is easy by hand: L = 0 gives Σ_k τ²_{0,k}
     p0 = _random_params((2, 1), seed=9)
     assert variance_bound(p0, act) == pytest.approx(float(p0.tau2[0].sum()), rel=1e-12)
+    # tight case: v_0 stays in the linear piece (|v_0| < 0.2 with overwhelming probability), so
+    # y − g = β_1(ε_0 + δ_0) + ε_1 and E(y − g)² = β_1²(τ²_0 + σ²_0) + τ²_1 = the bound
+    p1 = _random_params((1, 1, 1), seed=10)
+    p1.W[0], p1.gamma[0] = torch.tensor([[0.01]], dtype=F64), torch.tensor([0.5], dtype=F64)
+    p1.W[1] = torch.tensor([[2.0]], dtype=F64)
+    p1.tau2 = [torch.tensor([1e-3], dtype=F64), torch.tensor([2e-3], dtype=F64)]
+    p1.sigma2 = [torch.tensor([3e-3], dtype=F64)]
+    bound = variance_bound(p1, act)
+    assert bound == pytest.approx(4.0 * (1e-3 + 3e-3) + 2e-3, rel=1e-12)
+    x1 = torch.tensor([[0.3]], dtype=F64)
+    y1 = forward_sample(p1, x1, act, 200_000, torch.Generator().manual_seed(11))[:, 0]
+    mc = float(((y1 - noiseless_forward(p1, x1, act)) ** 2).mean())
+    assert mc == pytest.approx(bound, rel=0.02)  # MC relative SE √(2/200k) = 0.3%
 
 
 def test_theorem2_quadrature_matches_rb_mixture_and_integrates_to_one():
