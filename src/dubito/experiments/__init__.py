@@ -10,6 +10,7 @@ from dubito.experiments.base import Cell, CellResult, Experiment, MetricSpec, Pa
 
 #: experiment name -> module defining ``EXPERIMENT``
 _MODULES = {
+    "deepnoise": "dubito.experiments.deepnoise",
     "ensembles": "dubito.experiments.ensembles",
     "icnlm": "dubito.experiments.icnlm",
     "uci": "dubito.experiments.uci",
