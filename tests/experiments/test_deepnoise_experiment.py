@@ -114,9 +114,9 @@ def test_dataset_names():
     assert dn.parse_dataset("yacht").standard is False and dn.parse_dataset("yacht-gal").standard is True
     with pytest.raises(ValueError, match="unknown deepnoise dataset"):
         dn.parse_dataset("het-abc")
-    assert dn.preset_splits("paper", "het-4000") == (0, 1)
-    assert dn.preset_splits("paper", "boston") == tuple(range(5))
-    assert dn.preset_splits("paper", "boston-gal") == (0, 1)
+    assert dn.preset_splits("paper", "het-4000") == (0,) and dn.preset_splits("paper", "het-1000") == (0, 1)
+    assert dn.preset_splits("paper", "boston") == (0, 1)
+    assert dn.preset_splits("paper", "boston-gal") == (0,)
     assert dn.preset_splits("paper-full", "protein") == tuple(range(5))
     assert dn.preset_splits("paper-full", "skew-1000") == tuple(range(20))
 
@@ -126,12 +126,13 @@ def test_paper_grid(uci_dir):
     by = {}
     for c in cells:
         by.setdefault((c.dataset, c.method), []).append(c.split)
-    synthetic = [f"{k}-{n}" for k in ("het", "skew", "multi") for n in (1000, 2000, 4000)]
-    assert all(by[d, "deepnoise"] == [0, 1] for d in synthetic)
-    assert all(by[d, "de"] == [0, 1, 2, 3, 4] for d in dn.SMALL_UCI)
-    assert all(by[f"{d}-gal", "vi"] == [0, 1] for d in dn.SMALL_UCI)
-    small = {"het-1000", "skew-1000", "multi-1000", "yacht", "boston", "energy"}
-    assert {d for d, m in by if m == "bnn"} == small == {d for d, m in by if m == "deepnoise-paper-code"}
+    for kind in ("het", "skew", "multi"):
+        assert by[f"{kind}-1000", "deepnoise"] == [0, 1]
+        assert by[f"{kind}-2000", "deepnoise"] == by[f"{kind}-4000", "de"] == [0]
+    assert all(by[d, "de"] == [0, 1] for d in dn.SMALL_UCI)
+    assert all(by[f"{d}-gal", "vi"] == [0] for d in dn.SMALL_UCI)
+    assert {d for d, m in by if m == "bnn"} == {"het-1000", "skew-1000", "multi-1000", "yacht", "boston", "energy"}
+    assert {d for d, m in by if m == "deepnoise-paper-code"} == {"yacht", "boston"}
     assert {d for d, m in by if m == "dmc"} == {*dn.SMALL_UCI, *(f"{d}-gal" for d in dn.SMALL_UCI)}
     assert not any(m == "deepnoise-sgd" for _, m in by)
     assert not any(d in by for d in (*dn.LARGE_UCI, "protein"))  # paper-large / paper-full
@@ -150,6 +151,9 @@ def test_epochs_budget():
     assert dn._epochs(8000, dict(batch_size=100, min_epochs=40, min_steps=3000, max_epochs=2000)) == 40
     assert dn._epochs(100, dict(batch_size=100, min_epochs=40, min_steps=20000, max_epochs=2000)) == 2000
     assert dn._epochs(100, dict(batch_size=100, epochs=7)) == 7
+    # SGD inits: a step budget over the 4/5 training fold in batches of 1,000 rows
+    assert [dn._sgd_epochs(n, dict(sgd_steps=500)) for n in (277, 1000, 1250, 1251, 4000)] == [500, 500, 500, 250, 125]
+    assert dn._sgd_epochs(4000, dict(sgd_epochs=9)) == 9
 
 
 # ------------------------------------------------------------------------------- evaluation
@@ -325,3 +329,37 @@ def test_smoke_preset_end_to_end(uci_dir, tmp_path):
         assert text in md, text
     pngs = {p.name for p in (tmp_path / "out" / "deepnoise").glob("*.png")}
     assert {"yacht-pit.png", "yacht-calibration.png", "het-200-curve_1d-deepnoise.png"} <= pngs
+
+
+def _numbers(result):
+    """A cell's metrics without its wall time."""
+    return {v: {k: x for k, x in m.items() if k != "fit_seconds"} for v, m in result.variants.items()}
+
+
+def test_checkpointed_cell_equals_the_plain_one(tmp_path, monkeypatch):
+    """With ``checkpoint_every`` a Gibbs cell checkpoints under DUBITO_CACHE (so a re-run resumes)
+    and gives the same numbers as without; the checkpoints are removed once the cell is done.
+    A pre-planted checkpoint of other settings is discarded, not resumed (same numbers again)."""
+    from dubito.experiments.base import Cell
+
+    monkeypatch.setenv("DUBITO_CACHE", str(tmp_path))
+    s = dict(dn.SMOKE_METHODS["deepnoise"])
+    plain = dn.run_cell(Cell("deepnoise", "smoke", "het-200", "deepnoise", 0, 0, s))
+    cell = Cell("deepnoise", "smoke", "het-200", "deepnoise", 0, 0, dict(s, checkpoint_every=5))
+    where = dn._checkpoint_dir(cell)
+    assert where == tmp_path / "deepnoise-checkpoints" / "smoke" / "het-200" / "deepnoise" / "split0-seed0"
+    ck = dn.run_cell(cell)
+    assert _numbers(ck) == _numbers(plain) and not where.exists()
+    # a checkpoint written by a fit with other settings (5 kept sweeps instead of 10)
+    from dubito.data import deepnoise_synthetic as syn
+    from dubito.regression.deepnoise import DeepNoiseRegressor
+
+    X, y = syn.training_set("heteroscedastic", 200, 0)
+    with pytest.warns(Warning):  # unconverged toy chains
+        DeepNoiseRegressor(hidden=(8, 8), n_chains=2, n_burnin=10, n_keep=5, thin=1, sgd_epochs=5,
+                           checkpoint_dir=where, checkpoint_every=5, random_state=ck.info["random_state"],
+                           progress=False).fit(X, y)
+    assert where.exists() and any(where.iterdir())
+    again = dn.run_cell(cell)
+    assert _numbers(again) == _numbers(plain) and not where.exists()
+    assert any("not resumable" in w for w in again.info["warnings"])  # refused by the estimator, then afresh
