@@ -47,7 +47,7 @@ def _fit_resume(X, y, **kw):
         return DeepNoiseRegressor(**dict(BASE, **kw)).fit(X, y, resume=True)
 
 
-def _same_fit(a, b):
+def _assert_same_fit(a, b):
     assert a.samples_.keys() == b.samples_.keys()
     for k in a.samples_:
         assert torch.equal(a.samples_[k], b.samples_[k]), k
@@ -96,7 +96,7 @@ def test_parallel_chains_equal_serial(data):
     machine; the chains themselves take < 1 s)."""
     X, y = data
     kw = dict(init="sgd", sgd_epochs=3)
-    _same_fit(_fit(X, y, n_jobs=1, **kw), _fit(X, y, n_jobs=2, **kw))
+    _assert_same_fit(_fit(X, y, n_jobs=1, **kw), _fit(X, y, n_jobs=2, **kw))
 
 
 def test_progress_bar_reports_sweeps_per_second(data, capfd):
@@ -128,7 +128,7 @@ def test_resume_after_interruption_is_bit_identical(data, tmp_path, monkeypatch)
     monkeypatch.setattr(deepnoise, "gibbs_sweep", real)
     assert sorted(os.listdir(tmp_path)) == ["chain_0.safetensors", "chain_1.safetensors"]
     resumed = _fit_resume(X, y, checkpoint_dir=tmp_path, checkpoint_every=5)
-    _same_fit(full, resumed)
+    _assert_same_fit(full, resumed)
     np.testing.assert_array_equal(full.predict_distribution(X).means, resumed.predict_distribution(X).means)
 
 
@@ -138,8 +138,8 @@ def test_resume_extends_a_finished_run(data, tmp_path):
     X, y = data
     _fit(X, y, n_keep=6, checkpoint_dir=tmp_path)
     longer = _fit_resume(X, y, checkpoint_dir=tmp_path)
-    _same_fit(_fit(X, y), longer)
-    _same_fit(longer, _fit_resume(X, y, checkpoint_dir=tmp_path))
+    _assert_same_fit(_fit(X, y), longer)
+    _assert_same_fit(longer, _fit_resume(X, y, checkpoint_dir=tmp_path))
 
 
 def test_resume_refuses_another_model_or_data(data, tmp_path):
@@ -180,7 +180,7 @@ def test_failed_checkpoint_write_keeps_the_previous_one(data, tmp_path, monkeypa
     monkeypatch.setattr(dubito.io, "save_file", real)
     assert os.listdir(tmp_path) == ["chain_0.safetensors"]
     resumed = _fit_resume(X, y, checkpoint_dir=tmp_path, checkpoint_every=5, n_chains=1)
-    _same_fit(_fit(X, y, n_chains=1), resumed)
+    _assert_same_fit(_fit(X, y, n_chains=1), resumed)
 
 
 # ---------------------------------------------------------------------- predictive
@@ -346,8 +346,9 @@ def test_convergence_warning_when_chains_disagree(model):
 
 def test_short_run_warns(data):
     X, y = data
-    with pytest.warns(ConvergenceWarning):
+    with pytest.warns(ConvergenceWarning) as caught:
         DeepNoiseRegressor(**BASE).fit(*data)
+    assert any("R-hat" in str(w.message) for w in caught)
 
 
 # ---------------------------------------------------------------------- persistence
@@ -355,7 +356,7 @@ def test_save_load_round_trip(model, data, tmp_path):
     X, y = data
     model.save(tmp_path / "dn.safetensors")
     back = DeepNoiseRegressor.load(tmp_path / "dn.safetensors")
-    _same_fit(model, back)
+    _assert_same_fit(model, back)
     a, b = model.predict_distribution(X), back.predict_distribution(X)
     np.testing.assert_array_equal(a.means, b.means)
     np.testing.assert_array_equal(a.variances, b.variances)
