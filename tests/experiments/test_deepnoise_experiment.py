@@ -93,12 +93,13 @@ def test_paper_numbers_equal_the_spec_tables():
                 metric = {"**RMSE**": "rmse", "**NLL**": "nll", "**WEPI-95**": "wepi_95"}[cells[0]]
                 continue
             ds = names[cells[0]]
-            for method, text in zip(("BP", "VI", "BNN", "DMC", "DE", "B-DeepNoise"), cells[1:]):
+            for method, text in zip(("BP", "VI", "BNN", "DMC", "DE", "B-DeepNoise"), cells[1:], strict=True):
                 value, sd = _spec_number(text)
                 assert dn.TABLE2[metric][ds][method] == (value, sd), (metric, ds, method)
                 seen += 1
         else:
-            for (kind, n), text in zip([(k, n) for k in ("het", "skew", "multi") for n in (1000, 2000, 4000)], cells[1:]):
+            for (kind, n), text in zip([(k, n) for k in ("het", "skew", "multi") for n in (1000, 2000, 4000)], cells[1:],
+                                   strict=True):
                 value, sd = _spec_number(text)
                 assert dn.TABLE1[kind][cells[0]][(1000, 2000, 4000).index(n)] == (value, sd), (kind, n, cells[0])
                 seen += 1
@@ -137,7 +138,7 @@ def test_paper_grid(uci_dir):
     assert not any(m == "deepnoise-sgd" for _, m in by)
     assert not any(d in by for d in (*dn.LARGE_UCI, "protein"))  # paper-large / paper-full
     s = next(c.settings for c in cells if c.method == "deepnoise")
-    assert (s["hidden"], s["activation"], s["n_chains"], s["n_burnin"] + s["n_keep"]) == ([50] * 4, "hardtanh", 2, 600)
+    assert (s["hidden"], s["activation"], s["n_chains"], s["n_burnin"] + s["n_keep"]) == ([50] * 4, "hardtanh", 2, 1500)
     assert s["n_keep"] // s["thin"] * s["n_chains"] * s["n_realizations"] == 10_000  # [C]'s components per point
     assert all(c.settings["hidden"] == [50] * 4 for c in cells if c.method != "bnn")
     assert {c.dataset for c in E.cells("paper-large")} == set(dn.LARGE_UCI)

@@ -433,8 +433,7 @@ def _fit_deepnoise(paper_code: bool):
         kw = dict(_arch(s), sgd_epochs=_sgd_epochs(len(d.y_tr), s), n_jobs=int(s.get("n_jobs", 1)),
                   random_state=seed, device=device, progress=progress)
         if paper_code:
-            base = getattr(dn.DeepNoiseRegressor, "PAPER_CODE_SETTINGS", None) or getattr(dn, "PAPER_CODE_SETTINGS")
-            kw = {**dict(base), **kw}
+            kw = {**dict(dn.PAPER_CODE_SETTINGS), **kw}
             for key in ("n_chains", "n_keep", "n_realizations"):
                 if key in s:
                     kw[key] = s[key]
@@ -604,13 +603,11 @@ for _s in SMOKE_METHODS.values():
     _s.setdefault("n_draws", 500)
     _s.setdefault("n_draws_w1", 2000)
 
-# paper preset (see _REDUCED and NOTES): 2 chains x 600 full sweeps (300 burn-in, 300 kept thinned
-# by 3: 200 states) from SGD inits of 1,000 Adam steps, 50 noise realisations per state (10,000
-# components, [C]'s count). Pilots on het-1000 (repeat 0, loaded 2-core machine; paper 72 ± 4):
-# SGD 100 epochs + 600 sweeps W1 180 (R-hat 4.7); SGD 500 steps + 600 sweeps W1 104 (577 s, R-hat
-# 6.5); random init + 1,500 sweeps W1 93 (344 s, R-hat 1.33); SGD 1,000 steps + 600 sweeps W1 74
-# (1,067 s, 85 % of it the inits, R-hat 1.18).
-_DN_PAPER = dict(n_chains=2, n_burnin=300, n_keep=300, thin=3, sgd_steps=1000, n_realizations=50,
+# paper preset (see _REDUCED and NOTES): 2 chains x 1,500 full sweeps (750 burn-in, 750 kept thinned
+# by 6: 250 states) from SGD inits of 1,000 Adam steps, 40 noise realisations per state (10,000
+# components, [C]'s count). Chosen from the pilots in NOTES: the SGD init decides the result and is
+# most of the cost; sweeps are cheap beside it.
+_DN_PAPER = dict(n_chains=2, n_burnin=750, n_keep=750, thin=6, sgd_steps=1000, n_realizations=40,
                  n_realizations_eval=100, checkpoint_every=100)
 # paper-full: the spec's default (§2.4 [R]): 4 chains x 2,000 sweeps, thinned by 8 (500 states);
 # [C]'s 10,000 SGD epochs.
@@ -636,8 +633,8 @@ PAPER_METHODS = _methods(
 PAPER_DATASETS = (*_synthetic(), *_SMALL_BOTH)
 
 LARGE_METHODS = _methods(
-    dn=dict(_DN_PAPER, n_burnin=200, n_keep=200, thin=2),
-    paper_code=dict(sgd_steps=200, n_realizations=20),
+    dn=dict(_DN_PAPER, n_burnin=400, n_keep=400, thin=4, n_realizations=50),
+    paper_code=dict(sgd_steps=1000, n_realizations=20),
     sgd=dict(n_noise_samples=100, lr=1e-3, batch_size=1000, epochs=100),
     net=_NET,
     vi=dict(_VI, min_epochs=40, min_steps=10_000, max_epochs=2000),
@@ -771,7 +768,7 @@ def _paper_numbers() -> tuple[PaperNumber, ...]:
     out = []
     for kind, methods in TABLE1.items():
         for method, cols in methods.items():
-            for n, (m, sd) in zip(SYNTHETIC_N, cols):
+            for n, (m, sd) in zip(SYNTHETIC_N, cols, strict=True):
                 note = "" if sd else "printed ± 0: tolerance ± 0.5 (half the last digit)"
                 out.append(PaperNumber(f"{kind}-{n}", method, "w1", float(m), float(sd) if sd else None,
                                        None if sd else 0.5, _T1_SRC, note))
@@ -838,23 +835,32 @@ frequentist DeepNoise nets, IG(0.001, 0.001) priors ([P]); "B-DeepNoise (paper c
 protocol (spec pitfall 3) and "DeepNoise-SGD" the frequentist net alone. The supplement with the
 paper's own baseline settings is missing (spec pitfall 14).
 
-Cost and what the budget buys (pilot cells on het, N = 1000, repeat 0, one core of a loaded 2-core
-machine; the paper's B-DeepNoise 72 ± 4, DE 49 ± 4): a full sweep of 4 x 50 costs about 0.11 s, one
-Adam step of the SGD init (100 noise draws x 1,000 rows) about 0.45 s, so the init, not the sampler,
-dominates a cell. SGD 100 epochs + 2 x 600 sweeps gave W1 180 with R-hat 4.7 (the chains stay near a
-poor init); random init + 2 x 1,500 sweeps W1 93 (344 s; R-hat 1.33); SGD 1,000 epochs + 2 x 600
-sweeps W1 74 (1,067 s, 85 % of it the inits; R-hat 1.18); SGD 500 steps + 600 sweeps W1 104 (577 s;
-R-hat 6.5). BP (3,000 steps) gave 43, DE 39, VI 152, BNN (1 x 50) 101, DMC 101. The paper preset
-therefore uses 1,000-step inits and fewer repeats and splits rather than cheaper inits. The chains'
-R-hat stays above the 1.05 threshold at these lengths: the report's diagnostics table says by how much.
+Cost and what the budget buys (pilot cells on het, N = 1000, repeat 0, one core of a 2-core machine
+shared with other work; the paper's B-DeepNoise 72 ± 4, DE 49 ± 4): a full sweep of 4 x 50 costs
+about 0.07 s (`benchmarks/deepnoise.py`), one Adam step of an SGD init (100 noise draws x 1,000 rows)
+about 0.45 s, so the inits, not the sampler, dominate a cell. With 2 chains:
+
+| init | sweeps per chain | W1 x 1000 | max R-hat | CPU s |
+|---|---:|---:|---:|---:|
+| SGD 100 epochs (= steps at N = 1000) | 600 | 180 | 4.7 | 231 |
+| SGD 500 steps | 600 | 104 | 6.5 | 577 |
+| random | 1,500 | 93 | 1.33 | 344 |
+| random | 4,000 | 85 | 1.96 | 675 |
+| SGD 1,000 steps | 600 | 74 | 1.18 | 1,067 |
+| SGD 1,000 steps (the paper preset) | 1,500 | 70 | 1.09 | 1,282 |
+
+BP (3,000 steps) gave 43, DE 39, VI 152, BNN (1 x 50) 101, DMC 101 on the same cell. The paper
+preset therefore keeps 1,000-step inits and 1,500 sweeps and cuts repeats and splits instead. The
+chains' R-hat stays above the 1.05 threshold at these lengths: the diagnostics table says by how
+much.
 """
 
 _REDUCED = (
-    "the paper's protocol cut to about 8 CPU hours, 4 hours on 2 cores (spec §6.2; each cell's cost is in the "
-    "per-dataset compute lines): synthetic 2 of the 20 repeats at N = 1000 and 1 at N = 2000 and 4000; UCI "
+    "the paper's protocol cut to about 9 CPU hours, 4-5 hours on 2 cores (spec §6.2; each cell's cost is in "
+    "the per-dataset compute lines): synthetic 2 of the 20 repeats at N = 1000 and 1 at N = 2000 and 4000; UCI "
     "yacht, boston, energy, concrete and wine on 2 of the 20 random splits and 1 Gal split (kin8nm, power, "
-    "naval: preset paper-large; protein: paper-full only); B-DeepNoise 2 chains x 600 full sweeps (300 "
-    "burn-in, 300 kept thinned by 3: 200 states; the paper 500) from SGD inits of 1,000 Adam steps ([C] "
+    "naval: preset paper-large; protein: paper-full only); B-DeepNoise 2 chains x 1,500 full sweeps (750 "
+    "burn-in, 750 kept thinned by 6: 250 states; the paper 500) from SGD inits of 1,000 Adam steps ([C] "
     "10,000 epochs; the inits are most of the cost); B-DeepNoise (paper code) on yacht and boston only; BNN "
     "(NUTS, 1 x 50, 2 x (200 + 200), tree depth <= 6) on N = 1000 and yacht/boston/energy only; DMC on the UCI "
     "sets only (not in Table 1); VI at most 10,000 Adam steps; DeepNoise-SGD left out"
@@ -875,9 +881,9 @@ EXPERIMENT = DeepNoiseExperiment(
         "paper": Preset(name="paper", description=_REDUCED, datasets=PAPER_DATASETS, methods=PAPER_METHODS),
         "paper-large": Preset(
             name="paper-large",
-            description="kin8nm, power and naval (random splits), 2 splits; B-DeepNoise 2 chains x 400 sweeps "
-            "(200 burn-in, 200 kept thinned by 2) from 100-epoch SGD inits: a reduced check (several s per sweep "
-            "at these N); no BNN, no DeepNoise-SGD",
+            description="kin8nm, power and naval (random splits), 2 splits; B-DeepNoise 2 chains x 800 sweeps "
+            "(400 burn-in, 400 kept thinned by 4) from SGD inits of 1,000 Adam steps (about 0.5-0.7 s per sweep "
+            "and 8 min per init at these N); no BNN, no DeepNoise-SGD; about 8 CPU hours (half of it the 5 SGD models per paper-code cell)",
             datasets=LARGE_UCI,
             methods=LARGE_METHODS,
         ),
