@@ -22,7 +22,7 @@ Methods (one cell per (dataset, method, split); variant names as in the paper's 
 * ``deepnoise`` -> "B-DeepNoise": `DeepNoiseRegressor`, full Gibbs sweeps, chains started from
   SGD-trained frequentist DeepNoise nets (spec §2.3-§2.4 [R]); settings per preset.
 * ``deepnoise-paper-code`` -> "B-DeepNoise (paper code)": the authors' protocol [C]
-  (`DeepNoiseRegressor.PAPER_CODE_SETTINGS`: 5 chains from 5 SGD fold models, no burn-in,
+  (`dubito.regression.deepnoise.PAPER_CODE_SETTINGS`: 5 chains from 5 SGD fold models, no burn-in,
   100 states each, latent mini-batches of 16, re-centred noise priors; spec pitfall 3).
 * ``deepnoise-sgd`` -> "DeepNoise-SGD": the frequentist DeepNoise net alone (spec pitfall 15;
   not in the paper).
@@ -44,7 +44,8 @@ noise realisations, spec §3.2); ``wepi_95`` (median width, [C]) and ``wepi_95_m
 ``crps`` (energy form on the same draws); ``coverage_95`` (from the PIT) and ``width_95`` (mean
 width of the equal-tailed sample interval); ``calibration_error`` (PIT); ``w1`` (synthetic);
 ``fit_seconds``. Cells keep the PIT values (calibration plots) and, for repeat 0 of the
-synthetic sets, the predictive 5-95 % band on a grid beside the true one.
+synthetic sets with N <= 1000 (the paper's Fig. 1), the predictive 5-95 % band on a grid beside
+the true one.
 """
 
 from __future__ import annotations
