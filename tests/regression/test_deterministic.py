@@ -74,6 +74,37 @@ def test_fit_is_reproducible(data):
     assert not np.allclose(a, c)
 
 
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_sgd_optimizer_equals_hand_written_momentum_sgd(data, momentum):
+    """optimizer="sgd": three full-batch epochs equal a hand-written heavy-ball loop
+    v <- mu v + g, theta <- theta - lr v (torch's SGD, dampening 0) from the same initial net."""
+    from dubito.regression.deterministic import seeds_from
+
+    X, y, _ = data
+    settings = dict(hidden=(6,), lr=0.05, epochs=3, batch_size=len(y), progress=False, random_state=4,
+                    optimizer="sgd", momentum=momentum)
+    est = DeterministicRegressor(**settings).fit(X, y)
+    net = est._build_net(est._settings(), X.shape[1], generator=torch.Generator().manual_seed(seeds_from(4, 4)[0]))
+    xs = torch.as_tensor((X - est.x_mean_) / est.x_scale_, dtype=torch.float32)
+    ys = torch.as_tensor((y - est.y_mean_) / est.y_scale_, dtype=torch.float32)
+    velocity = [torch.zeros_like(p) for p in net.parameters()]
+    for _ in range(3):
+        loss = ((net(xs)[:, 0] - ys) ** 2).mean()
+        grads = torch.autograd.grad(loss, list(net.parameters()))
+        with torch.no_grad():
+            for p, v, g in zip(net.parameters(), velocity, grads):
+                v.mul_(momentum).add_(g)
+                p.sub_(0.05 * v)
+    for ours, theirs in zip(est.net_.parameters(), net.parameters()):
+        np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().double().numpy(), rtol=1e-5, atol=1e-6)
+    adam = DeterministicRegressor(**{**settings, "optimizer": "adam"}).fit(X, y)
+    assert not np.allclose(adam.predict(X), est.predict(X))
+    with pytest.raises(ValueError, match="optimizer"):
+        DeterministicRegressor(**{**settings, "optimizer": "lbfgs"}).fit(X, y)
+    with pytest.raises(ValueError, match="momentum"):
+        DeterministicRegressor(**{**settings, "momentum": 1.0}).fit(X, y)
+
+
 def test_deterministic_save_load_round_trip(fitted, data, tmp_path):
     _, _, Xq = data
     path = tmp_path / "det.safetensors"

@@ -78,6 +78,9 @@ _CHUNK_ELEMENTS = 1 << 24
 #: The ``network`` choices of the MLP baselines: dense MLP (tabular X) or PilotNet (images).
 NETWORKS = ("mlp", "cnn")
 
+#: The ``optimizer`` choices of `DeterministicRegressor` (the other baselines train with Adam).
+OPTIMIZERS = ("adam", "sgd")
+
 
 def residual_variance(y: np.ndarray, fitted: np.ndarray) -> float:
     """sigma^2 = (1/n) sum_i (y_i - fitted_i)^2: the ML homoscedastic Gaussian noise variance."""
@@ -204,7 +207,12 @@ class _MLPRegressor(_Standardised):
             device=_check_device(self.device),
             network=check_choice(getattr(self, "network", "mlp"), "network", NETWORKS),
             image_shape=self._image_shape(),
+            # read with getattr: only estimators that expose them (DeterministicRegressor) can pick SGD
+            optimizer=check_choice(getattr(self, "optimizer", "adam"), "optimizer", OPTIMIZERS),
+            momentum=check_float(getattr(self, "momentum", 0.0), "momentum", min_value=0.0),
         )
+        if s["momentum"] >= 1.0:
+            raise ValueError(f"momentum must lie in [0, 1), got {s['momentum']}")
         s.update(self._extra_settings())
         return s
 
@@ -270,9 +278,9 @@ class _MLPRegressor(_Standardised):
         return self
 
     def _train(self, net, X, y, s, order, drop) -> np.ndarray:
-        """Mini-batch Adam (coupled L2 ``weight_decay``, as Keras' l2 regulariser) over
-        ``epochs`` epochs, a fresh permutation of the rows per epoch; returns the epoch-mean
-        training loss, (epochs,)."""
+        """Mini-batch Adam (or SGD with ``momentum`` when ``optimizer="sgd"``; coupled L2
+        ``weight_decay``, as Keras' l2 regulariser) over ``epochs`` epochs, a fresh permutation
+        of the rows per epoch; returns the epoch-mean training loss, (epochs,)."""
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -285,7 +293,10 @@ class _MLPRegressor(_Standardised):
 
         n = X.shape[0]
         batch = min(s["batch_size"], n)
-        opt = torch.optim.Adam(net.parameters(), lr=s["lr"], weight_decay=s["weight_decay"])
+        if s["optimizer"] == "sgd":
+            opt = torch.optim.SGD(net.parameters(), lr=s["lr"], momentum=s["momentum"], weight_decay=s["weight_decay"])
+        else:
+            opt = torch.optim.Adam(net.parameters(), lr=s["lr"], weight_decay=s["weight_decay"])
         curve = np.zeros(s["epochs"])
         net.train()
         columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -438,6 +449,11 @@ class DeterministicRegressor(_MLPRegressor):
         Seeds initialisation and mini-batch order.
     progress : bool, default True
         Progress bar over epochs (rich, on stderr).
+    optimizer : {"adam", "sgd"}, default "adam"
+        "sgd": ``torch.optim.SGD`` with ``momentum`` (the ensemble members of Pequignot et al.,
+        lr 0.01, momentum 0.9; ood-predictor-entropy spec §3).
+    momentum : float in [0, 1), default 0.9
+        SGD's momentum (the common choice, and Pequignot et al.'s [C]); unused by Adam.
     network : {"mlp", "cnn"}, default "mlp"
         "mlp": the dense MLP on tabular X. "cnn": PilotNet on X = flattened channel-first
         images (module docstring; `dubito.nn.pilotnet`).
@@ -455,7 +471,10 @@ class DeterministicRegressor(_MLPRegressor):
     _description = "deterministic MLP"
 
     def __init__(self, hidden=(100, 50, 10), activation="relu", lr=2.5e-4, weight_decay=0.0, batch_size=32,
-                 epochs=60, device="cpu", random_state=None, progress=True, network="mlp", image_shape=None):
+                 epochs=60, device="cpu", random_state=None, progress=True, network="mlp", image_shape=None,
+                 optimizer="adam", momentum=0.9):
+        self.optimizer = optimizer
+        self.momentum = momentum
         self.hidden = hidden
         self.activation = activation
         self.lr = lr
