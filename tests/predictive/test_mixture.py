@@ -186,3 +186,23 @@ def test_large_problem_is_blocked_and_vectorised():
 def test_bad_input_names_the_problem(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
         GaussianMixture(*args, **kwargs)
+
+
+@pytest.mark.parametrize("n_in, m_comp", [(3, 40), (40, 3), (5, 6)])
+def test_sample_components_equal_the_inverse_cdf_count(n_in, m_comp):
+    """Both component searches (loop over components when M - 1 <= N, binary search per input
+    otherwise) draw component #{m < M-1 : cw_m <= u} for the same u, zero weights included."""
+    from dubito.predictive.mixture import _mix_sample
+
+    rng = np.random.default_rng(11)
+    w = rng.dirichlet(np.ones(m_comp), size=n_in)
+    w[:, 1] = 0.0
+    w /= w.sum(axis=1, keepdims=True)
+    mu = np.arange(n_in * m_comp, dtype=float).reshape(n_in, m_comp) * 1e3
+    sd = np.zeros_like(mu)  # a draw is its component's mean: the component index is readable
+    draws = _mix_sample(w, mu, sd, 300, np.random.default_rng(5))
+    u = np.random.default_rng(5).uniform(size=(300, n_in))
+    cw = np.cumsum(w, axis=1)
+    expect = (u[:, :, None] >= cw[None, :, : m_comp - 1]).sum(-1)  # brute force, (n, N, M - 1)
+    np.testing.assert_array_equal(draws, mu[np.arange(n_in)[None, :], expect])
+    assert not np.isin(1, expect)  # the zero-weight component is never drawn

@@ -139,12 +139,20 @@ def _quantile_block(w, mu, sd, mean, std, q, rtol, max_iter):
 
 def _mix_sample(w, mu, sd, n, rng):
     """n draws per input: component m with probability w_m (inverse CDF of the weights),
-    then mu_m + sd_m Z. Loops over components (not inputs), (n, N) memory."""
+    then mu_m + sd_m Z. The component of draw u is #{m < M-1 : cw_m <= u} (cw the cumulative
+    weights), counted by a loop over components when M - 1 <= N, else by one binary search
+    per input (the same integers either way); (n, N) memory."""
     cw = np.cumsum(w, axis=1)
-    u = rng.uniform(size=(n, mu.shape[0]))
-    idx = np.zeros(u.shape, dtype=np.intp)
-    for m in range(mu.shape[1] - 1):
-        idx += u >= cw[:, m]
+    n_in, m_comp = mu.shape
+    u = rng.uniform(size=(n, n_in))
+    if m_comp - 1 <= n_in:
+        idx = np.zeros(u.shape, dtype=np.intp)
+        for m in range(m_comp - 1):
+            idx += u >= cw[:, m]
+    else:
+        idx = np.empty(u.shape, dtype=np.intp)
+        for i in range(n_in):
+            idx[:, i] = np.searchsorted(cw[i, : m_comp - 1], u[:, i], side="right")
     cols = np.arange(mu.shape[0])[None, :]
     return mu[cols, idx] + sd[cols, idx] * rng.standard_normal(u.shape)
 
