@@ -9,6 +9,8 @@ Names (``available()``):
   ``meta["eta"]``.
 * ``boston, concrete, energy, kin8nm, naval, power, protein, wine, yacht`` - the UCI benchmark
   with its standard splits (`dubito.data.uci`): ``DUBITO_DATA``, the cache, or a verified download.
+* ``ood-wave`` - the 1-D data of Pequignot et al. (`dubito.data.ood_synthetic`), offline; 120
+  training rows, 120 test rows; ``meta["ood_interval"]`` is nu = U[-4, 2].
 * ``qsar``, ``blog``, ``msd`` - user-supplied files under ``DUBITO_DATA`` (`dubito.data.external`).
 * ``driving`` - (frame, steering angle) pairs recorded in gymnasium's CarRacing-v3 by pure-pursuit
   drivers (`dubito.data.driving`; needs ``pip install "dubito[driving]"``), cached; episode-wise
@@ -29,6 +31,7 @@ import numpy as np
 from .dataset import Dataset, random_splits
 from .driving import load_driving
 from .external import default_path, load_blog, load_msd, load_qsar
+from .ood_synthetic import NOISE_SD as _WAVE_NOISE_SD, OOD_INTERVAL as _WAVE_OOD, make_wave, wave_function
 from .synthetic import toy1, toy2
 from .uci import UCI_DATASETS, _FOLDER_TO_NAME, load_uci
 
@@ -100,6 +103,39 @@ def _toy2(*, n_train: int = 600, n_test: int = 1000, seed: int = 0, noise_sd: fl
                 "eta(x) = sum_{i=1,2} (1.5x_i - 1)^2 (1.3x_i + 1)^2, x ~ U[-1,1]^2")
 
 
+def _ood_wave(*, n_per_side: int = 60, n_test: int = 120, noise_sd: float = _WAVE_NOISE_SD, seed: int = 0) -> Dataset:
+    """The 1-D data of Pequignot et al. (spec ood-predictor-entropy §4): 2 x ``n_per_side`` training
+    rows from ``make_wave(n_per_side, noise_sd, seed)``, then ``n_test`` test rows drawn the same way
+    from ``default_rng([seed, 1])`` (half per cluster; the paper has no test set, ours serves RMSE/LPP)."""
+    if isinstance(n_test, bool) or not isinstance(n_test, (int, np.integer)) or n_test < 2 or n_test % 2:
+        raise ValueError(f"ood-wave: n_test must be an even int >= 2, got {n_test!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"ood-wave: seed must be a non-negative int, got {seed!r}")
+    X_tr, y_tr = make_wave(n_per_side, noise_sd, int(seed))
+    X_te, y_te = make_wave(int(n_test) // 2, noise_sd, np.random.default_rng([int(seed), 1]))
+    X = np.concatenate([X_tr, X_te])
+    n = X_tr.shape[0]
+    meta = {
+        "title": "1-D 'wave' data of Pequignot et al., Fig. 1",
+        "source": "synthetic: dubito.data.ood_synthetic.make_wave",
+        "licence": SYNTHETIC_LICENCE,
+        "citation": "Y. Pequignot, M. Alain, P. Dagenais, C. Gagne and F. Laviolette, Implicit variational "
+        "inference: the parameter and the predictor space (arXiv:2010.12995), Section 5.1",
+        "true_function": "dubito.data.ood_synthetic.wave_function",
+        "formula": "x ~ U[-1,-0.5] (60) + U[0.5,1] (60); y = cos(4(x+0.2)) + N(0, 0.1^2)",
+        "noise_sd": float(noise_sd),
+        "eta": wave_function(X[:, 0]),
+        "ood_distribution": "nu = U[-4, 2]",
+        "ood_interval": list(_WAVE_OOD),
+        "standardise": False,
+        "seed": int(seed),
+        "splits": f"standard: one split, first {n} rows train (make_wave(n_per_side, noise_sd, seed)), last "
+        f"{int(n_test)} rows test (the same design from default_rng([seed, 1]))",
+    }
+    splits = [(np.arange(n), np.arange(n, n + int(n_test)))]
+    return Dataset("ood-wave", X, np.concatenate([y_tr, y_te]), ["x"], splits, meta)
+
+
 def _uci_builder(name: str) -> Callable[..., Dataset]:
     def build(*, data_dir=None, download: bool = True, timeout: float = 30.0) -> Dataset:
         return load_uci(name, data_dir=data_dir, download=download, timeout=timeout)
@@ -129,6 +165,7 @@ _BUILDERS: dict[str, Callable[..., Dataset]] = {
     "blog": _blog,
     "msd": _msd,
     "driving": load_driving,
+    "ood-wave": _ood_wave,
 }
 
 

@@ -13,6 +13,7 @@ _MODULES = {
     "deepnoise": "dubito.experiments.deepnoise",
     "ensembles": "dubito.experiments.ensembles",
     "icnlm": "dubito.experiments.icnlm",
+    "ood": "dubito.experiments.ood",
     "uci": "dubito.experiments.uci",
 }
 
