@@ -6,6 +6,8 @@
   calibration curve and error, marginal calibration.
 * :mod:`dubito.metrics.ood` - ``auroc``, ``aupr``, ``fpr_at_tpr``; OOD is the positive class and
   a higher score means more OOD.
+* :mod:`dubito.metrics.entropy` - k-NN ``knn_entropy`` / ``knn_kl`` (Pequignot et al.; numpy or
+  differentiable torch), their predictor-space versions, and the spread entropy U(x).
 * :mod:`dubito.metrics.summary` - ``regression_summary``: one stable dict of all of the above.
 * :mod:`dubito.metrics.thresholds` - the IC-NLM paper's ``accuracy`` within a tolerance, the
   ``matched_thresholds`` that map its 6/2 degrees to other data, and ``error_variance_curve``.
@@ -22,6 +24,14 @@ from dubito.metrics.calibration import (
     marginal_calibration,
     pit,
     width,
+)
+from dubito.metrics.entropy import (
+    function_entropy,
+    function_kl,
+    knn_entropy,
+    knn_kl,
+    log_unit_ball_volume,
+    spread_entropy,
 )
 from dubito.metrics.ood import aupr, auroc, fpr_at_tpr
 from dubito.metrics.scoring import (
@@ -79,6 +89,13 @@ __all__ = [
     "auroc",
     "aupr",
     "fpr_at_tpr",
+    # k-NN entropy / KL (OOD regression, Pequignot et al.)
+    "log_unit_ball_volume",
+    "knn_entropy",
+    "knn_kl",
+    "function_entropy",
+    "function_kl",
+    "spread_entropy",
     # summary
     "SUMMARY_LEVELS",
     "level_key",
