@@ -6,6 +6,7 @@ from dubito.regression.deepnoise_sgd import DeepNoiseSGDRegressor
 from dubito.regression.deterministic import DeterministicRegressor, NaiveRegressor
 from dubito.regression.dropout import MCDropoutRegressor
 from dubito.regression.ensemble import DeepEnsembleRegressor
+from dubito.regression.hyper_vi import HyperVIRegressor
 from dubito.regression.mdn import MixtureDensityRegressor
 from dubito.regression.mean_field_vi import MeanFieldVIRegressor
 
@@ -14,6 +15,7 @@ __all__ = [
     "DeepNoiseRegressor",
     "DeepNoiseSGDRegressor",
     "DeterministicRegressor",
+    "HyperVIRegressor",
     "ImplicitCopulaRegressor",
     "MCDropoutRegressor",
     "MeanFieldVIRegressor",

@@ -19,6 +19,7 @@ and are ``torch.nn.Module``s so Adam sees ``parameters()``.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -73,7 +74,7 @@ class HyperNetwork(nn.Module):
         widths = (self.latent_dim, *(check_int(h, "generator_hidden widths", min_value=1) for h in hidden),
                   self.n_params)
         layers = []
-        for i, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
+        for i, (a, b) in enumerate(itertools.pairwise(widths)):
             layers.append(_linear(a, b, generator, dtype, device))
             if i < len(widths) - 2:
                 layers.append(nn.ReLU())

@@ -1,0 +1,537 @@
+r"""Variational inference in parameter or predictor space with k-NN KL estimates (Pequignot et
+al., "Implicit variational inference: the parameter and the predictor space"; spec
+``shared/specs/ood-predictor-entropy.md``).
+
+Model (spec §1, §2.1, §2.7), in standardised units (``standardize=True``: X and y z-scored with
+the training mean and sd, ddof 0; a constant column is centred only):
+
+    y = f_θ(x) + ε,  ε ~ N(0, σ_l²) with σ_l = ``noise_std`` FIXED,  θ ~ P = N(0, prior_sd² I),
+
+f_θ the one-hidden-layer MLP of `dubito.nn.flat_mlp.FlatMLP` (d = (D+1)H + H + 1 parameters).
+
+Methods, by ``space`` × ``family`` (spec §2.5, §3):
+
+=============  =============  ===========================================================
+``family``      ``space``      KL term in the loss
+=============  =============  ===========================================================
+hypernet        parameter      NN-HyVI: KL̂_1(θ_i, π_j), θ_i = h_λ(ε_i) ~ q, π_j ~ P (Eq. 7)
+hypernet        function       FuNN-HyVI: KL̂_1(f_θi^𝒳, f_πj^𝒳), 𝒳 ~ ν^T (Eq. 8)
+mean-field      parameter      MFVI: (1/S_KL) Σ_j [ln q(θ_j) − ln p(θ_j)] (analytic densities)
+mean-field      function       FuNN-MFVI: the FuNN k-NN KL with a mean-field q
+=============  =============  ===========================================================
+
+Loss per minibatch B ⊆ D (spec §2.5; no temperature, no β):
+
+    LL   = (1/S_LL) Σ_s Σ_{(x,y)∈B} ln N(y; f_θs(x), σ_l²)           (θ_s ~ q fresh each step)
+    loss = −LL + (|B| / |D|) · KL,
+
+so the minibatch losses of one epoch sum to the full negative ELBO (`_run_epoch`; spec test 8).
+The S_KL = ``n_kl_samples`` q draws of the KL are separate from the S_LL = ``n_ll_samples``
+likelihood draws (one family forward pass makes both), the S_KL prior draws π_j are fresh each
+step, and in function space one fresh 𝒳 of T = ``n_ood_points`` inputs from ν per step. ν is
+the uniform box of the standardised training inputs ([C]; spec §1), or ``ood_box`` (given in the
+user's input units). The k-NN estimators are `dubito.metrics.entropy.knn_kl` /
+``function_kl`` (k = 1, distances clamped at float32 eps).
+
+Optimisation (spec §2.9, [C]): Adam, lr 0.005; ``ReduceLROnPlateau`` on the epoch loss (the
+example-weighted mean of the minibatch losses) with factor 0.7, ``patience`` epochs, relative
+threshold 1e-4 and floor ``min_lr`` = 1e-4; training stops after the first epoch run at
+lr ≤ ``min_lr`` (≥ 341 epochs at the defaults) or after ``max_epochs``. Rows are reshuffled each
+epoch. The spec's patience is 30 (small sets) / 10 (large) and doubled for MFVI (60 / 20): pass
+it. Training runs in float32 (as [C]); predictions are computed in float64.
+
+Collapse monitor (spec pitfall 8): ``min_knn_distance_[e]`` is the smallest nearest-neighbour
+distance among the q draws of the KL term (θ in parameter space, f_θ^𝒳 in function space) at
+the last step of epoch e. At the float32-eps clamp the k-NN gradient vanishes silently, so fit
+warns when it ends at or below 10·eps.
+
+Predictions: n_predictors θ ~ q (1000, spec §2.9) shared by all rows of X. `predict_distribution`
+is the equal-weight mixture (1/M) Σ_m N(y; f_θm(x), σ_l²) in user units (`Samples`); its
+log-density at one test point is the spec's LPP term ln[(1/M) Σ_m N(y; f_m, σ_l²)] − ln s_y
+(logsumexp). `ood_score` is U(x) = ½ ln(2πe σ²(x)) of the standardised predictions (spec §1).
+Entropies (spec §4 "Posterior entropies", Table 2): `parameter_entropy` = Ĥ_1 of n θ draws;
+`predictor_entropy` = mean over n_draws 𝒳 ~ ν^T of ``function_entropy`` of the
+(n_predictors, T) prediction matrix, fresh predictors per 𝒳.
+
+Measured speed (benchmarks/ood.py, one core): see docs/performance.md.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, RegressorMixin
+
+from dubito import io
+from dubito._validation import (
+    check_choice,
+    check_fitted,
+    check_float,
+    check_int,
+    validate_fit_data,
+    validate_predict_data,
+)
+from dubito.data.ood_box import UniformBox
+from dubito.metrics.entropy import (
+    function_entropy,
+    function_kl,
+    knn_entropy,
+    knn_kl,
+    spread_entropy,
+)
+from dubito.nn.batched import ACTIVATIONS
+from dubito.nn.flat_mlp import FlatMLP
+from dubito.predictive.samples import Samples
+from dubito.regression.deterministic import _check_device, seeds_from
+from dubito.regression.variational_family import (
+    HyperNetwork,
+    MeanField,
+    normal_log_prob,
+)
+
+__all__ = ["FAMILIES", "SPACES", "HyperVIRegressor"]
+
+SPACES = ("function", "parameter")
+FAMILIES = ("hypernet", "mean-field")
+_LOG_2PI = math.log(2.0 * math.pi)
+#: float32 eps, the k-NN distance clamp ([C]); fit warns when q's nearest-neighbour distance reaches 10x it.
+_EPS32 = float(np.finfo(np.float32).eps)
+#: Elements of the (rows, predictors, hidden) activation per chunk at prediction (float64: 128 MB).
+_CHUNK_ELEMENTS = 1 << 24
+
+
+def _min_nn_distance(samples: torch.Tensor) -> float:
+    """min_i min_{j≠i} ‖s_i − s_j‖ of the rows of ``samples`` (n, d) (no grad; row blocks)."""
+    best = math.inf
+    with torch.no_grad():
+        s = samples.detach()
+        n = s.shape[0]
+        for start in range(0, n, 512):
+            block = torch.cdist(s[start:start + 512], s)
+            idx = torch.arange(start, min(start + 512, n), device=s.device)
+            block[idx - start, idx] = math.inf
+            best = min(best, float(block.min()))
+    return best
+
+
+class _Objective:
+    """The minibatch negative ELBO of module docstring, for one (family, space)."""
+
+    def __init__(self, family, net: FlatMLP, *, noise_std: float, prior_sd: float, space: str, box: UniformBox,
+                 n_ll: int, n_kl: int, n_ood: int, n_train: int, analytic_kl: bool):
+        self.family, self.net = family, net
+        self.noise_std, self.prior_sd, self.space, self.box = noise_std, prior_sd, space, box
+        self.n_ll, self.n_kl, self.n_ood, self.n_train = n_ll, n_kl, n_ood, n_train
+        self.analytic_kl = analytic_kl
+        self.last_q = None  # the detached q draws of the last KL term (collapse monitor)
+
+    def log_likelihood(self, theta: torch.Tensor, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+        """(1/S) Σ_s Σ_b ln N(y_b; f_θs(x_b), σ_l²), θ (S, d)."""
+        r = (yb - self.net(theta, xb)) / self.noise_std  # (S, B)
+        return -0.5 * (r * r).sum() / theta.shape[0] - xb.shape[0] * (0.5 * _LOG_2PI + math.log(self.noise_std))
+
+    def kl(self, theta_q: torch.Tensor, generator) -> torch.Tensor:
+        """The KL estimate of module docstring from the q draws θ_q (S_KL, d)."""
+        if self.analytic_kl:  # MFVI: mean of ln q − ln p over the draws (spec §3)
+            self.last_q = theta_q.detach()
+            return (self.family.log_prob(theta_q) - normal_log_prob(theta_q, self.prior_sd)).mean()
+        prior = torch.randn((self.n_kl, theta_q.shape[1]), generator=generator, dtype=theta_q.dtype,
+                            device=theta_q.device) * self.prior_sd
+        if self.space == "parameter":
+            self.last_q = theta_q.detach()
+            return knn_kl(theta_q, prior)
+        X = self.box.sample(self.n_ood, generator, dtype=theta_q.dtype, device=theta_q.device)
+        fq = self.net(theta_q, X)
+        with torch.no_grad():
+            fp = self.net(prior, X)
+        self.last_q = fq.detach()
+        return function_kl(fq, fp)
+
+    def batch_loss(self, xb: torch.Tensor, yb: torch.Tensor, generator) -> torch.Tensor:
+        """−LL + (|B|/|D|)·KL with S_LL + S_KL fresh q draws (one family pass, split in two)."""
+        theta = self.family.sample(self.n_ll + self.n_kl, generator)
+        ll = self.log_likelihood(theta[:self.n_ll], xb, yb)
+        kl = self.kl(theta[self.n_ll:], generator)
+        return -ll + (xb.shape[0] / self.n_train) * kl
+
+
+def _run_epoch(objective: _Objective, optimizer, X: torch.Tensor, y: torch.Tensor, batch_size: int,
+               order: torch.Generator, noise: torch.Generator) -> list[tuple[int, float]]:
+    """One pass over a fresh permutation of the rows; an Adam step per minibatch when
+    ``optimizer`` is given. Returns [(|B|, loss_B)] per minibatch."""
+    n = X.shape[0]
+    perm = torch.randperm(n, generator=order).to(X.device)
+    out = []
+    for start in range(0, n, batch_size):
+        idx = perm[start:start + batch_size]
+        if optimizer is None:
+            with torch.no_grad():
+                loss = objective.batch_loss(X[idx], y[idx], noise)
+        else:
+            loss = objective.batch_loss(X[idx], y[idx], noise)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        value = float(loss.detach())
+        if not math.isfinite(value):
+            raise FloatingPointError(f"the minibatch loss is {value}; training diverged (try a smaller lr)")
+        out.append((int(idx.shape[0]), value))
+    return out
+
+
+class HyperVIRegressor(RegressorMixin, BaseEstimator):
+    """NN-HyVI, FuNN-HyVI, MFVI and FuNN-MFVI (module docstring) for a one-hidden-layer MLP.
+
+    Parameters (defaults: spec §2, [C] unless noted)
+    ----------
+    space : {"function", "parameter"}, default "function" — where the KL is estimated.
+    family : {"hypernet", "mean-field"}, default "hypernet" — q's family (§2.6 / §3).
+    noise_std : float — σ_l > 0, REQUIRED, in standardised target units (raw units with
+        ``standardize=False``); spec §2.8 lists the paper's values.
+    prior_sd : float, default 0.5 — std of the Gaussian weight prior ([C]; spec §2.7).
+    hidden : int, default 50; activation : str, default "relu" — the predictor net (§2.1).
+    latent_dim : int, default 5; generator_hidden : tuple, default (20, 40) — the hypernetwork.
+    n_ll_samples : int, default 100; n_kl_samples : int, default 500 (q and prior draws each);
+    n_ood_points : int, default 200 — T (50 for the synthetic set).
+    lr : 0.005; lr_factor : 0.7; patience : 30; min_lr : 1e-4; max_epochs : 2000 (§2.9).
+    batch_size : int, default 50 (500 for the large sets).
+    n_predictors : int, default 1000 — θ draws for predictions and `ood_score`.
+    ood_box : None, UniformBox or (low, high) in the user's input units — ν; None: the box of
+        the (standardised) training inputs.
+    init_sd : float, default 0.001 — the mean-field family's initial σ ([C]).
+    standardize : bool, default True — z-score X and y with the training statistics.
+    device : str, default "cpu"; random_state : None or int; progress : bool, default True.
+
+    Fitted attributes
+    -----------------
+    family_ (the trained HyperNetwork / MeanField, float32), net_ (FlatMLP), n_params_ (d),
+    loss_curve_, lr_curve_, min_knn_distance_ (per epoch), n_epochs_, ood_box_ (UniformBox,
+    standardised inputs), x_mean_, x_scale_, y_mean_, y_scale_, n_train_, predict_seed_.
+    """
+
+    def __init__(self, space="function", family="hypernet", noise_std=None, prior_sd=0.5, hidden=50,
+                 activation="relu", latent_dim=5, generator_hidden=(20, 40), n_ll_samples=100, n_kl_samples=500,
+                 n_ood_points=200, lr=0.005, lr_factor=0.7, patience=30, min_lr=1e-4, max_epochs=2000,
+                 batch_size=50, n_predictors=1000, ood_box=None, init_sd=1e-3, standardize=True, device="cpu",
+                 random_state=None, progress=True):
+        self.space = space
+        self.family = family
+        self.noise_std = noise_std
+        self.prior_sd = prior_sd
+        self.hidden = hidden
+        self.activation = activation
+        self.latent_dim = latent_dim
+        self.generator_hidden = generator_hidden
+        self.n_ll_samples = n_ll_samples
+        self.n_kl_samples = n_kl_samples
+        self.n_ood_points = n_ood_points
+        self.lr = lr
+        self.lr_factor = lr_factor
+        self.patience = patience
+        self.min_lr = min_lr
+        self.max_epochs = max_epochs
+        self.batch_size = batch_size
+        self.n_predictors = n_predictors
+        self.ood_box = ood_box
+        self.init_sd = init_sd
+        self.standardize = standardize
+        self.device = device
+        self.random_state = random_state
+        self.progress = progress
+
+    # ------------------------------------------------------------------ settings
+    def _settings(self) -> dict:
+        if self.noise_std is None:
+            raise ValueError("noise_std (the fixed likelihood noise σ_l, standardised target units) is required; "
+                             "spec §2.8 lists the paper's values, e.g. 2.5 for boston")
+        for name in ("standardize", "progress"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        try:
+            generator_hidden = tuple(check_int(h, "generator_hidden widths", min_value=1)
+                                     for h in self.generator_hidden)
+        except TypeError:
+            raise ValueError(f"generator_hidden must be a tuple of positive ints, got {self.generator_hidden!r}") from None
+        lr_factor = check_float(self.lr_factor, "lr_factor", strictly_positive=True)
+        if lr_factor >= 1:
+            raise ValueError(f"lr_factor must be in (0, 1), got {lr_factor}")
+        return {
+            "space": check_choice(self.space, "space", SPACES),
+            "family": check_choice(self.family, "family", FAMILIES),
+            "noise_std": check_float(self.noise_std, "noise_std", strictly_positive=True),
+            "prior_sd": check_float(self.prior_sd, "prior_sd", strictly_positive=True),
+            "hidden": check_int(self.hidden, "hidden", min_value=1),
+            "activation": check_choice(self.activation, "activation", ACTIVATIONS),
+            "latent_dim": check_int(self.latent_dim, "latent_dim", min_value=1),
+            "generator_hidden": generator_hidden,
+            "n_ll": check_int(self.n_ll_samples, "n_ll_samples", min_value=1),
+            "n_kl": check_int(self.n_kl_samples, "n_kl_samples", min_value=2),
+            "n_ood": check_int(self.n_ood_points, "n_ood_points", min_value=1),
+            "lr": check_float(self.lr, "lr", strictly_positive=True),
+            "lr_factor": lr_factor,
+            "patience": check_int(self.patience, "patience", min_value=0),
+            "min_lr": check_float(self.min_lr, "min_lr", min_value=0.0),
+            "max_epochs": check_int(self.max_epochs, "max_epochs", min_value=1),
+            "batch_size": check_int(self.batch_size, "batch_size", min_value=1),
+            "n_predictors": check_int(self.n_predictors, "n_predictors", min_value=1),
+            "init_sd": check_float(self.init_sd, "init_sd", strictly_positive=True),
+            "device": _check_device(self.device),
+        }
+
+    def _user_box(self, n_features: int) -> UniformBox | None:
+        box = self.ood_box
+        if box is None:
+            return None
+        if not isinstance(box, UniformBox):
+            try:
+                low, high = box
+            except (TypeError, ValueError):
+                raise ValueError(f"ood_box must be None, a UniformBox or a (low, high) pair, got {box!r}") from None
+            box = UniformBox(low, high)
+        if box.n_features != n_features:
+            raise ValueError(f"ood_box has {box.n_features} feature(s) but X has {n_features}")
+        return box
+
+    def _make_family(self, s: dict, d: int, generator, dtype=torch.float32):
+        if s["family"] == "hypernet":
+            return HyperNetwork(d, s["latent_dim"], s["generator_hidden"], generator, dtype, s["device"])
+        return MeanField(d, s["init_sd"], 1.0, generator, dtype, s["device"])
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y):
+        """Minimise the negative ELBO of the module docstring on (X, y). Returns self.
+
+        X (n, D) and y (n,) finite, y not constant, n >= 2."""
+        s = self._settings()
+        X, y = validate_fit_data(self, X, y, min_samples=2)
+        user_box = self._user_box(X.shape[1])
+        n, p = X.shape
+        if self.standardize:
+            self.x_mean_ = X.mean(axis=0)
+            self.x_scale_ = X.std(axis=0)
+            self.x_scale_[np.ptp(X, axis=0) == 0] = 1.0  # constant column: centre only
+            self.y_mean_, self.y_scale_ = float(y.mean()), float(y.std())
+        else:
+            self.x_mean_, self.x_scale_ = np.zeros(p), np.ones(p)
+            self.y_mean_, self.y_scale_ = 0.0, 1.0
+        Xs = (X - self.x_mean_) / self.x_scale_
+        ys = (y - self.y_mean_) / self.y_scale_
+        self.ood_box_ = (UniformBox.from_data(Xs) if user_box is None else
+                         UniformBox((user_box.low - self.x_mean_) / self.x_scale_,
+                                    (user_box.high - self.x_mean_) / self.x_scale_))
+        self.n_train_ = int(n)
+
+        dev = s["device"]
+        init_seed, order_seed, noise_seed, self.predict_seed_ = seeds_from(self.random_state, 4)
+        init = torch.Generator(device=dev).manual_seed(init_seed)
+        order = torch.Generator().manual_seed(order_seed)
+        noise = torch.Generator(device=dev).manual_seed(noise_seed)
+        self.net_ = FlatMLP(p, s["hidden"], s["activation"])
+        self.n_params_ = self.net_.n_params
+        family = self._make_family(s, self.n_params_, init)
+        objective = _Objective(
+            family, self.net_, noise_std=s["noise_std"], prior_sd=s["prior_sd"], space=s["space"], box=self.ood_box_,
+            n_ll=s["n_ll"], n_kl=s["n_kl"], n_ood=s["n_ood"], n_train=n,
+            analytic_kl=s["family"] == "mean-field" and s["space"] == "parameter")
+        X32 = torch.as_tensor(Xs, dtype=torch.float32, device=dev)
+        y32 = torch.as_tensor(ys, dtype=torch.float32, device=dev)
+        opt = torch.optim.Adam(family.parameters(), lr=s["lr"])
+        sched = torch.optim.lr_scheduler.ReduceLROnPlateau(
+            opt, mode="min", factor=s["lr_factor"], patience=s["patience"], threshold=1e-4, threshold_mode="rel",
+            min_lr=s["min_lr"])
+        batch = min(s["batch_size"], n)
+        losses, lrs, min_r = [], [], []
+
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        name = self._method_name(s)
+        columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn())
+        with Progress(*columns, console=Console(stderr=True), disable=not self.progress) as bar:
+            task = bar.add_task(name, total=s["max_epochs"])
+            for _ in range(s["max_epochs"]):
+                lr = float(opt.param_groups[0]["lr"])
+                parts = _run_epoch(objective, opt, X32, y32, batch, order, noise)
+                loss = sum(b * v for b, v in parts) / n
+                losses.append(loss)
+                lrs.append(lr)
+                min_r.append(_min_nn_distance(objective.last_q))
+                sched.step(loss)
+                bar.update(task, advance=1, description=f"{name} loss {loss:.4g} lr {lr:.2g}")
+                if lr <= s["min_lr"] * (1 + 1e-9):
+                    break
+        self.family_ = family.eval()
+        for q in family.parameters():
+            q.requires_grad_(False)
+        self.loss_curve_ = np.asarray(losses)
+        self.lr_curve_ = np.asarray(lrs)
+        self.min_knn_distance_ = np.asarray(min_r)
+        self.n_epochs_ = len(losses)
+        self._warn_collapse()
+        return self
+
+    @staticmethod
+    def _method_name(s: dict) -> str:
+        prefix = "FuNN-" if s["space"] == "function" else ("NN-" if s["family"] == "hypernet" else "")
+        return prefix + ("HyVI" if s["family"] == "hypernet" else "MFVI")
+
+    def _warn_collapse(self) -> None:
+        if self.n_epochs_ and self.min_knn_distance_[-1] <= 10 * _EPS32:
+            warnings.warn(
+                f"q collapsed: the nearest-neighbour distance among its draws is {self.min_knn_distance_[-1]:.3g} "
+                f"(<= 10 x float32 eps) at the last epoch, where the k-NN gradient vanishes (spec pitfall 8)",
+                RuntimeWarning, stacklevel=3)
+
+    # ------------------------------------------------------------------ sampling
+    def _generator(self, random_state) -> torch.Generator:
+        seed = self.predict_seed_ if random_state is None else seeds_from(random_state, 1)[0]
+        return torch.Generator(device=self._device()).manual_seed(seed)
+
+    def _device(self):
+        return next(self.family_.parameters()).device
+
+    @torch.no_grad()
+    def _theta(self, n: int, generator) -> torch.Tensor:
+        return self.family_.sample(n, generator).double()
+
+    @torch.no_grad()
+    def _predict_std(self, theta: torch.Tensor, Xs: torch.Tensor) -> torch.Tensor:
+        """f_θm(x_n) (M, N) in float64, in row chunks of ≤ _CHUNK_ELEMENTS activations."""
+        step = max(1, _CHUNK_ELEMENTS // (theta.shape[0] * self.net_.hidden))
+        return torch.cat([self.net_(theta, Xs[i:i + step]) for i in range(0, Xs.shape[0], step)], dim=1)
+
+    def sample_parameters(self, n: int, random_state=None) -> np.ndarray:
+        """n draws θ ~ q, float64 (n, d). ``random_state`` None: the fitted predict seed."""
+        check_fitted(self, ["family_"])
+        n = check_int(n, "n", min_value=1)
+        return self._theta(n, self._generator(random_state)).cpu().numpy()
+
+    def sample_predictions(self, X, n: int, random_state=None, standardized_input: bool = False) -> np.ndarray:
+        """f_θm(x) for n predictors θ_m ~ q shared by all rows of X: (n, N), standardised
+        target units. ``standardized_input``: X is already in standardised input units."""
+        check_fitted(self, ["family_"])
+        n = check_int(n, "n", min_value=1)
+        if standardized_input:
+            X = np.asarray(X, dtype=np.float64)
+            if X.ndim != 2 or X.shape[1] != self.n_features_in_ or not np.isfinite(X).all():
+                raise ValueError(f"X must be a finite 2-D array with {self.n_features_in_} columns, got shape {X.shape}")
+            Xs = X
+        else:
+            Xs = (validate_predict_data(self, X) - self.x_mean_) / self.x_scale_
+        theta = self._theta(n, self._generator(random_state))
+        Xt = torch.as_tensor(Xs, dtype=torch.float64, device=theta.device)
+        return self._predict_std(theta, Xt).cpu().numpy()
+
+    # ------------------------------------------------------------------ predict
+    def predict_distribution(self, X, random_state=None) -> Samples:
+        """(1/M) Σ_m N(y; f_θm(x), σ_l²) in user units, M = n_predictors (`Samples`)."""
+        draws = self.sample_predictions(X, self._settings()["n_predictors"], random_state)
+        return Samples(draws * self.y_scale_ + self.y_mean_, noise_std=float(self.noise_std) * self.y_scale_)
+
+    def predict(self, X) -> np.ndarray:
+        """The mean of the n_predictors predictions, user units, (N,)."""
+        return self.sample_predictions(X, self._settings()["n_predictors"]).mean(axis=0) * self.y_scale_ + self.y_mean_
+
+    def ood_score(self, X, random_state=None) -> np.ndarray:
+        """U(x) = ½ ln(2πe σ²(x)), σ² the ddof-1 variance of the standardised predictions (spec §1), (N,)."""
+        n = self._settings()["n_predictors"]
+        if n < 2:
+            raise ValueError(f"ood_score needs n_predictors >= 2 (a ddof-1 variance), got {n}")
+        return spread_entropy(self.sample_predictions(X, n, random_state))
+
+    def parameter_entropy(self, n: int = 1000, random_state=None) -> float:
+        """Ĥ_1 (Eq. 4, ln N convention) of n θ ~ q, float64 (spec §4, Table 2)."""
+        return float(knn_entropy(self.sample_parameters(n, random_state)))
+
+    def predictor_entropy(self, n_draws: int = 100, n_predictors: int = 1000, n_points: int = 200,
+                          random_state=None) -> float:
+        """Mean over n_draws 𝒳 ~ ν^T (T = n_points, ν = ``ood_box_``) of ``function_entropy`` of the
+        (n_predictors, T) prediction matrix, fresh predictors per 𝒳 (spec §4, Table 2)."""
+        check_fitted(self, ["family_"])
+        n_draws = check_int(n_draws, "n_draws", min_value=1)
+        n_predictors = check_int(n_predictors, "n_predictors", min_value=2)
+        n_points = check_int(n_points, "n_points", min_value=1)
+        gen = self._generator(random_state)
+        values = []
+        for _ in range(n_draws):
+            X = self.ood_box_.sample(n_points, gen, dtype=torch.float64, device=self._device())
+            pred = self._predict_std(self._theta(n_predictors, gen), X)
+            values.append(float(function_entropy(pred.cpu().numpy())))
+        return float(np.mean(values))
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path) -> None:
+        """Write the fitted model (safetensors tensors + JSON settings; no pickle)."""
+        check_fitted(self, ["family_"])
+        params = self.get_params(deep=False)
+        params["generator_hidden"] = [int(h) for h in self._settings()["generator_hidden"]]
+        params["device"] = str(params["device"])
+        rs = params["random_state"]
+        params["random_state"] = int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else None
+        params["ood_box"] = None if self.ood_box is None else [self._user_box(self.n_features_in_).low.tolist(),
+                                                                self._user_box(self.n_features_in_).high.tolist()]
+        fitted = {"n_features_in": int(self.n_features_in_), "n_train": self.n_train_, "y_mean": self.y_mean_,
+                      "y_scale": self.y_scale_, "predict_seed": int(self.predict_seed_), "n_epochs": self.n_epochs_,
+                      "feature_names_in": [str(c) for c in getattr(self, "feature_names_in_", [])] or None}
+        tensors = {f"family.{k}": v for k, v in self.family_.state_dict().items()}
+        for key in ("x_mean", "x_scale", "loss_curve", "lr_curve", "min_knn_distance"):
+            tensors[key] = torch.as_tensor(np.asarray(getattr(self, key + "_"), dtype=np.float64))
+        tensors["box_low"] = torch.as_tensor(self.ood_box_.low)
+        tensors["box_high"] = torch.as_tensor(self.ood_box_.high)
+        io.save_tensors(path, tensors, type(self).__name__, {"params": params, "fitted": fitted})
+
+    @classmethod
+    def load(cls, path, *, device=None) -> HyperVIRegressor:
+        """Read a model written by `save`; a corrupted or foreign file raises ``ValueError``."""
+        tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
+        try:
+            params = dict(settings["params"])
+            fitted = settings["fitted"]
+            params["generator_hidden"] = tuple(params["generator_hidden"])
+            if params.get("ood_box") is not None:
+                params["ood_box"] = tuple(params["ood_box"])
+            if device is not None:
+                params["device"] = str(device)
+            est = cls(**params)
+            s = est._settings()
+            p = int(fitted["n_features_in"])
+            est.net_ = FlatMLP(p, s["hidden"], s["activation"])
+            est.n_params_ = est.net_.n_params
+            family = est._make_family(s, est.n_params_, None)
+            family.load_state_dict({k[len("family."):]: v for k, v in tensors.items() if k.startswith("family.")})
+            for q in family.parameters():
+                q.requires_grad_(False)
+            est.family_ = family.to(s["device"]).eval()
+            est.x_mean_, est.x_scale_ = tensors["x_mean"].numpy(), tensors["x_scale"].numpy()
+            est.loss_curve_, est.lr_curve_ = tensors["loss_curve"].numpy(), tensors["lr_curve"].numpy()
+            est.min_knn_distance_ = tensors["min_knn_distance"].numpy()
+            est.ood_box_ = UniformBox(tensors["box_low"].numpy(), tensors["box_high"].numpy())
+            est.y_mean_, est.y_scale_ = float(fitted["y_mean"]), float(fitted["y_scale"])
+            est.n_train_, est.n_epochs_ = int(fitted["n_train"]), int(fitted["n_epochs"])
+            est.predict_seed_ = int(fitted["predict_seed"])
+            est.n_features_in_ = p
+            if fitted.get("feature_names_in"):
+                est.feature_names_in_ = np.asarray(fitted["feature_names_in"], dtype=object)
+        except (KeyError, TypeError, RuntimeError, AttributeError) as exc:
+            raise ValueError(f"{path} is a {cls.__name__} file with inconsistent contents (corrupted?): {exc}") from None
+        if est.x_mean_.shape != (p,) or est.x_scale_.shape != (p,) or est.ood_box_.n_features != p:
+            raise ValueError(f"{path} is a {cls.__name__} file with inconsistent tensor shapes (corrupted?)")
+        return est
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        tags.input_tags.sparse = False
+        tags.target_tags.single_output = True
+        tags.target_tags.multi_output = False
+        return tags
