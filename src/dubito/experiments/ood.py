@@ -531,8 +531,13 @@ def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     s["_method"] = cell.method
     random_state = _network_seed(cell.seed, cell.split)
     t1 = time.perf_counter()
-    fit = _fit(cell.method, d, s, device, progress, random_state)
-    metrics, art, info = _evaluate(fit, d, cell.dataset, s, random_state)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit = _fit(cell.method, d, s, device, progress, random_state)
+        metrics, art, info = _evaluate(fit, d, cell.dataset, s, random_state)
+    # kept in the cell's info (collapse monitor of the k-NN methods, NUTS divergences, coinciding samples)
+    info["warnings"] = sorted({f"{w.category.__name__}: {str(w.message).splitlines()[0][:200]}" for w in caught}
+                              | set(fit.info.pop("warnings", [])))
     t2 = time.perf_counter()
     resolved = {k: (list(v) if isinstance(v, tuple) else v) for k, v in s.items() if not k.startswith("_")}
     info = {**d.facts, **fit.info, **info, "settings_resolved": resolved, "random_state": random_state,
