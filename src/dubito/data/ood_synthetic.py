@@ -29,14 +29,14 @@ from dubito._validation import check_float, check_int
 
 __all__ = [
     "LEFT",
-    "RIGHT",
-    "OOD_INTERVAL",
     "NOISE_SD",
-    "wave_function",
+    "OOD_INTERVAL",
+    "RIGHT",
+    "Standardiser",
     "make_wave",
     "paper_split",
-    "Standardiser",
     "standardise_split",
+    "wave_function",
 ]
 
 #: The two input clusters ([P] §5.1).
@@ -95,7 +95,7 @@ class Standardiser:
     y_scale: float
 
     @classmethod
-    def fit(cls, X: np.ndarray, y: np.ndarray) -> "Standardiser":
+    def fit(cls, X: np.ndarray, y: np.ndarray) -> Standardiser:
         """StandardScaler's statistics: mean and population sd (ddof 0); sd 1 for a constant column."""
         X = np.asarray(X, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)
@@ -120,7 +120,7 @@ class Standardiser:
         return np.asarray(y, dtype=np.float64) * self.y_scale + self.y_mean
 
     @classmethod
-    def identity(cls, n_features: int) -> "Standardiser":
+    def identity(cls, n_features: int) -> Standardiser:
         """No standardisation (the synthetic set, spec §4)."""
         return cls(np.zeros(n_features), np.ones(n_features), 0.0, 1.0)
 

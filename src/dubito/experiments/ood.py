@@ -38,25 +38,32 @@ import math
 import os
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from dubito.experiments.base import CellResult, Experiment, MetricSpec, PaperNumber, Preset
+from dubito.experiments.base import (
+    CellResult,
+    Experiment,
+    MetricSpec,
+    PaperNumber,
+    Preset,
+)
 
 __all__ = [
-    "EXPERIMENT",
-    "run_cell",
-    "report_sections",
-    "VARIANT",
     "DATASETS",
-    "SMALL",
+    "EXPERIMENT",
     "LARGE",
     "SIGMA_L",
-    "mc_dropout_weight_decay",
-    "lpp_mixture",
+    "SMALL",
+    "VARIANT",
     "lpp_gaussian",
+    "lpp_mixture",
+    "mc_dropout_weight_decay",
+    "report_sections",
+    "run_cell",
     "sigma_ratio",
 ]
 
@@ -198,7 +205,12 @@ def _box(low, high):
 
 def _load(dataset: str) -> _Data:
     from dubito.data import load
-    from dubito.data.ood_synthetic import OOD_INTERVAL, Standardiser, paper_split, standardise_split
+    from dubito.data.ood_synthetic import (
+        OOD_INTERVAL,
+        Standardiser,
+        paper_split,
+        standardise_split,
+    )
 
     size = size_class(dataset)
     if dataset == SYNTHETIC:
@@ -216,7 +228,7 @@ def _load(dataset: str) -> _Data:
 
         box = UniformBox.from_data(Xs_tr)  # [C]: the box of the standardised training inputs (spec §1)
         split_desc = "train_test_split(arange(n), test_size=0.1, random_state=42) (the paper's one split)"
-    facts = dict(n_train=int(len(ys_tr)), n_test=int(len(ys_te)), n_features=int(Xs_tr.shape[1]),
+    facts = dict(n_train=len(ys_tr), n_test=len(ys_te), n_features=int(Xs_tr.shape[1]),
                  y_scale=float(st.y_scale), y_mean=float(st.y_mean), sigma_l=SIGMA_L[dataset], size=size,
                  split=split_desc, box_low=np.round(np.asarray(box.low, dtype=float), 4).tolist(),
                  box_high=np.round(np.asarray(box.high, dtype=float), 4).tolist())
@@ -882,7 +894,7 @@ def _finding1(t: _Table) -> list[str]:
         return []
     flat = [v for v in ("MFVI", "MC dropout") if v in ratios]
     flags = [ratios["FuNN-HyVI"] > 2.0] + [ratios["FuNN-HyVI"] > 2 * ratios[v] for v in flat]
-    return [f"  - ood-wave: sigma ratio " + ", ".join(f"{v} {_f(r)}" for v, r in sorted(ratios.items(),
+    return ["  - ood-wave: sigma ratio " + ", ".join(f"{v} {_f(r)}" for v, r in sorted(ratios.items(),
             key=lambda kv: -kv[1])) + f" (holds when FuNN-HyVI's ratio exceeds 2 and twice that of "
             f"{' and '.join(flat) or 'the flat methods'}) -> **{_verdict(flags)}**."]
 
