@@ -53,7 +53,7 @@ Entropies (spec §4 "Posterior entropies", Table 2): `parameter_entropy` = Ĥ_1 
 `predictor_entropy` = mean over n_draws 𝒳 ~ ν^T of ``function_entropy`` of the
 (n_predictors, T) prediction matrix, fresh predictors per 𝒳.
 
-Measured speed (benchmarks/ood.py, one core): see docs/performance.md.
+Measured speed: ``benchmarks/ood.py`` (seconds per epoch, one thread).
 """
 
 from __future__ import annotations
@@ -305,6 +305,42 @@ class HyperVIRegressor(RegressorMixin, BaseEstimator):
         """Minimise the negative ELBO of the module docstring on (X, y). Returns self.
 
         X (n, D) and y (n,) finite, y not constant, n >= 2."""
+        state = self._prepare(X, y)
+        s, opt, sched = state["settings"], state["optimizer"], state["scheduler"]
+        losses, lrs, min_r = [], [], []
+
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        name = self._method_name(s)
+        columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn())
+        with Progress(*columns, console=Console(stderr=True), disable=not self.progress) as bar:
+            task = bar.add_task(name, total=s["max_epochs"])
+            for _ in range(s["max_epochs"]):
+                lr = float(opt.param_groups[0]["lr"])
+                loss = self._train_epoch(state)
+                losses.append(loss)
+                lrs.append(lr)
+                min_r.append(_min_nn_distance(state["objective"].last_q))
+                sched.step(loss)
+                bar.update(task, advance=1, description=f"{name} loss {loss:.4g} lr {lr:.2g}")
+                if lr <= s["min_lr"] * (1 + 1e-9):
+                    break
+        family = state["objective"].family
+        self.family_ = family.eval()
+        for q in family.parameters():
+            q.requires_grad_(False)
+        self.loss_curve_ = np.asarray(losses)
+        self.lr_curve_ = np.asarray(lrs)
+        self.min_knn_distance_ = np.asarray(min_r)
+        self.n_epochs_ = len(losses)
+        self._warn_collapse()
+        return self
+
+    def _prepare(self, X, y) -> dict:
+        """Validate, standardise, seed, build the family, objective, Adam and the plateau schedule.
+        Sets the scaling attributes, ``ood_box_``, ``net_``, ``n_params_``, ``predict_seed_``."""
         s = self._settings()
         X, y = validate_fit_data(self, X, y, min_samples=2)
         user_box = self._user_box(X.shape[1])
@@ -342,43 +378,15 @@ class HyperVIRegressor(RegressorMixin, BaseEstimator):
         sched = torch.optim.lr_scheduler.ReduceLROnPlateau(
             opt, mode="min", factor=s["lr_factor"], patience=s["patience"], threshold=1e-4, threshold_mode="rel",
             min_lr=s["min_lr"])
-        batch = min(s["batch_size"], n)
-        losses, lrs, min_r = [], [], []
+        return dict(settings=s, objective=objective, optimizer=opt, scheduler=sched, X=X32, y=y32,
+                    batch=min(s["batch_size"], n), order=order, noise=noise)
 
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        name = self._method_name(s)
-        columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn())
-        with Progress(*columns, console=Console(stderr=True), disable=not self.progress) as bar:
-            task = bar.add_task(name, total=s["max_epochs"])
-            for _ in range(s["max_epochs"]):
-                lr = float(opt.param_groups[0]["lr"])
-                parts = _run_epoch(objective, opt, X32, y32, batch, order, noise)
-                loss = sum(b * v for b, v in parts) / n
-                losses.append(loss)
-                lrs.append(lr)
-                min_r.append(_min_nn_distance(objective.last_q))
-                sched.step(loss)
-                bar.update(task, advance=1, description=f"{name} loss {loss:.4g} lr {lr:.2g}")
-                if lr <= s["min_lr"] * (1 + 1e-9):
-                    break
-        self.family_ = family.eval()
-        for q in family.parameters():
-            q.requires_grad_(False)
-        self.loss_curve_ = np.asarray(losses)
-        self.lr_curve_ = np.asarray(lrs)
-        self.min_knn_distance_ = np.asarray(min_r)
-        self.n_epochs_ = len(losses)
-        self._warn_collapse()
-        return self
+    @staticmethod
+    def _train_epoch(state: dict) -> float:
+        """One epoch of Adam steps; returns the example-weighted mean of the minibatch losses."""
+        parts = _run_epoch(state["objective"], state["optimizer"], state["X"], state["y"], state["batch"],
+                           state["order"], state["noise"])
+        return sum(b * v for b, v in parts) / state["X"].shape[0]
 
     @staticmethod
     def _method_name(s: dict) -> str:
