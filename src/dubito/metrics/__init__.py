@@ -8,12 +8,16 @@
   a higher score means more OOD.
 * :mod:`dubito.metrics.entropy` - k-NN ``knn_entropy`` / ``knn_kl`` (Pequignot et al.; numpy or
   differentiable torch), their predictor-space versions, and the spread entropy U(x).
+* :mod:`dubito.metrics.classification` - class predictives: ``accuracy``, ``nll``, ``brier``,
+  ``ece``/``mce``/``reliability_diagram`` (20 equal-width bins), misclassification and OOD
+  AUROC/AUPR. ``accuracy`` and ``nll`` clash with the regression names and are reached as
+  ``classification.accuracy`` / ``classification.nll``; the rest are exported here too.
 * :mod:`dubito.metrics.summary` - ``regression_summary``: one stable dict of all of the above.
 * :mod:`dubito.metrics.thresholds` - the IC-NLM paper's ``accuracy`` within a tolerance, the
   ``matched_thresholds`` that map its 6/2 degrees to other data, and ``error_variance_curve``.
 """
 
-from dubito.metrics import ood
+from dubito.metrics import classification, ood
 from dubito.metrics.calibration import (
     DEFAULT_LEVELS,
     CalibrationCurve,
@@ -24,6 +28,17 @@ from dubito.metrics.calibration import (
     marginal_calibration,
     pit,
     width,
+)
+from dubito.metrics.classification import (
+    ReliabilityDiagram,
+    brier,
+    ece,
+    mce,
+    misclassification_aupr,
+    misclassification_auroc,
+    ood_aupr,
+    ood_auroc,
+    reliability_diagram,
 )
 from dubito.metrics.entropy import (
     function_entropy,
@@ -61,6 +76,7 @@ from dubito.metrics.thresholds import (
 
 __all__ = [
     "ood",
+    "classification",
     # scoring
     "nll",
     "crps",
@@ -89,6 +105,16 @@ __all__ = [
     "auroc",
     "aupr",
     "fpr_at_tpr",
+    # classification (accuracy and nll: dubito.metrics.classification.*)
+    "brier",
+    "ece",
+    "mce",
+    "ReliabilityDiagram",
+    "reliability_diagram",
+    "misclassification_auroc",
+    "misclassification_aupr",
+    "ood_auroc",
+    "ood_aupr",
     # k-NN entropy / KL (OOD regression, Pequignot et al.)
     "log_unit_ball_volume",
     "knn_entropy",
