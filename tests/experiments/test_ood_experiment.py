@@ -20,10 +20,11 @@ E = get("ood")
 
 
 def test_paper_grid_and_settings(uci_dir):
-    cells = E.cells("paper")
+    cells = E.cells("paper-full")
     # 7 methods on ood-wave and the 5 small sets, 6 on the 3 large sets (no HMC), 3 seeds, one split
     assert len(cells) == (6 * 7 + 3 * 6) * 3
     assert {c.split for c in cells} == {0} and {c.seed for c in cells} == {0, 1, 2}
+    assert [c.key[2:] for c in E.cells("paper")] == [c.key[2:] for c in cells if c.seed == 0]
     assert {c.dataset for c in cells if c.method == "hmc"} == set(ood.HMC_DATASETS)
     r = {(c.dataset, c.method): ood._resolve(dict(c.settings), c.dataset) for c in cells}
     s = r["boston", "funn-hyvi"]

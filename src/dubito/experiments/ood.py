@@ -805,8 +805,22 @@ we (the `hmc` method runs on ood-wave and the small sets only).
 Presets. `smoke`: ood-wave and yacht, 3 epochs, 100 predictors (a pipeline test, not evidence).
 `budget`: spec §6's plan (S_LL 50, KL 200 + 200, T 100, at most 300 epochs, patience 10,
 min_lr 1e-4), MC dropout 1,000 epochs, entropies from 10 draws; run on ood-wave, boston and concrete
-for findings 1-4. `paper`: spec §2-§3 values, all nine sets, seeds 0-2. Timings are one CPU thread
-of a shared 2-core machine, not the paper's GPU (Table 6 is not reproduced).
+for findings 1-4. `paper`: spec §2-§3 values, all nine sets, one seed; `paper-full`: the same with
+the paper's three seeds. Timings are one CPU thread of a shared 2-core machine (load 4-5), not the
+paper's GPU (Table 6 is not reproduced).
+
+Cost of the paper presets (pilot cells with the paper's settings and 2-5 epochs, one thread, load
+4-5). Seconds per optimiser step, small sets (B = 50, H = 50, boston): NN-HyVI 0.11, FuNN-HyVI 0.14,
+MFVI 0.18, FuNN-MFVI 0.27; large sets (B = 500, H = 100, protein): 0.10, 0.13, 0.04, 0.17. Steps per
+epoch: boston 10, concrete 19, energy 14, wine 29, yacht 6 (78 in all), naval 22, power 18,
+protein 83 (123), ood-wave 3. So one epoch of the four variational methods costs about 54 s over
+the small sets and 54 s over the large ones; the stopping rule needs at least 341 epochs (small,
+patience 30; MFVI 671) and 121 (large, patience 10) and at most 2,000: 7-60 h for the variational
+cells of one seed, about 15 h at ~600 / ~400 epochs. MC dropout (2,000 epochs) and the ensemble
+(5 x 1,000 / 500 epochs) add about 40 min, HMC (3,000 NUTS iterations: boston 0.25 s, ood-wave 0.7 s
+per iteration, the others scaled by n) about 2.3 h, and evaluation (1,000 predictors at train ∪
+test and 10,000 OOD points, 100 entropy draws) 10-60 s per cell, about 40 min. One seed: about
+19 CPU hours (11-65); three seeds (`paper-full`): about 57 (35-190).
 """
 
 
@@ -836,9 +850,19 @@ EXPERIMENT = _OODExperiment(
         ),
         "paper": Preset(
             name="paper",
-            description="spec §2-§3 values (S_LL 100, KL 500 + 500, T 200, <= 2000 epochs, 1,000 predictors, "
-            "100 entropy draws), all nine sets, seeds 0-2; HMC reduced (NUTS 1,000 warm-up + 500 draws x 2 "
-            "chains); see NOTES for the estimated cost",
+            description="spec §2-§3 values (S_LL 100, KL 500 + 500, T 200, <= 2000 epochs (3000 on ood-wave), "
+            "1,000 predictors, 100 entropy draws), all nine sets, ONE seed (the paper: 3) for the 2-core budget; "
+            "HMC reduced (NUTS 1,000 warm-up + 500 draws x 2 chains); estimated 11-65 CPU hours, about 19 at "
+            "~600 epochs (NOTES)",
+            datasets=DATASETS,
+            methods=PAPER_METHODS,
+            seeds=(0,),
+            splits=(0,),
+        ),
+        "paper-full": Preset(
+            name="paper-full",
+            description="the paper preset with the paper's 3 runs (seeds 0-2 of the one split): about 3 x the "
+            "paper preset's cost (35-190 CPU hours, ~57 at ~600 epochs)",
             datasets=DATASETS,
             methods=PAPER_METHODS,
             seeds=(0, 1, 2),
