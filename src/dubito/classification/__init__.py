@@ -1,0 +1,12 @@
+"""Classification under uncertainty (Feng 2019; spec ``shared/specs/classification-thesis.md``).
+
+MC-dropout classifiers with Bernoulli, concrete or Multi-Drop dropout (`MCDropoutClassifier`,
+`wrap` for any torch classifier) and deep ensembles of them (`DeepEnsembleClassifier`), all
+returning `dubito.predictive.ClassPredictive`.
+"""
+
+from dubito.classification.ensemble import DeepEnsembleClassifier
+from dubito.classification.mc_dropout import MCDropoutClassifier, mc_logits, wrap
+from dubito.classification.networks import build_network, insert_dropout
+
+__all__ = ["DeepEnsembleClassifier", "MCDropoutClassifier", "build_network", "insert_dropout", "mc_logits", "wrap"]

@@ -1,0 +1,555 @@
+r"""MC-dropout classifiers: Bernoulli (fixed rate), concrete and Multi-Drop dropout (Feng 2019).
+
+Spec ``shared/specs/classification-thesis.md`` §2.2-2.5 ("the thesis" = Feng, "Uncertainty-Based
+Improvement of a Visual Classification System", TUM 2019; [GHK17] = Gal, Hron & Kendall 2017).
+
+Model. A network with dropout layers (`dubito.nn.concrete_dropout.BernoulliDropout`,
+`~dubito.nn.concrete_dropout.ConcreteDropout`, `dubito.nn.multidrop.MultiDrop`, or PyTorch's
+``nn.Dropout``) and a softmax likelihood p(y = d | x, ω) = softmax(f(x; ω))_d (eq. 2.1). The built-in
+networks are those of `dubito.classification.networks` (the thesis's head at the spec's §5.2
+width, on an MLP or 2-conv CNN feature block); ``network`` may also be any torch classifier
+(``wrap``), e.g. a pretrained backbone with a new head.
+
+Training loss (per example; mean minibatch cross-entropy, so every KL term is divided by N,
+spec §2.3-2.4 and pitfall 4):
+
+    L = (1/B) Σ_b -log p(y_b | x_b, ω̂_b)  +  Σ_i R_i  +  λ_w Σ_{θ not in an R_i} ||θ||²,
+
+R_i the regulariser of dropout site i (λ_w ||W̃_i||²/p_keep,i + λ_w ||b_i||² - β (entropy);
+`dubito.nn.concrete_dropout`), β = ``dropout_regularizer`` or 1/N_train (KL-consistent, spec
+§2.4 [R]) and a plain L2 λ_w on every other weight (backbone, PyTorch dropout's layers); the rate
+logits are not L2-penalised.
+
+Prediction (eq. 2.23): ``n_samples`` = T stochastic passes with only the dropout layers active
+(BatchNorm in evaluation mode: its running statistics are used and not changed, pitfall 5) give
+logits f_t(x) and ``ClassPredictive.from_logits`` (p̄ = (1/T) Σ_t softmax f_t, entropy, MI, ...).
+Masks are independent per example, per unit and per pass (spec §2.3). The T passes are **batched**
+(`mc_logits`): each input is repeated T times along the batch, pass-major (row t N + n), at the
+first dropout layer it reaches (``mc_expand="dropout"``, default: the deterministic part before it
+runs once) or at the input (``mc_expand="input"``, for models whose dropout sits in one of several
+branches); one forward then evaluates all T·N rows. On a CPU this equals a Python loop over the T
+passes with the same masks to rounding (tested: 1e-12 in float64). The draws are seeded
+(``predict_seed_`` or the call's ``random_state``), so ``predict_distribution`` is repeatable.
+
+Defaults and sources. T = 50 (spec §2.3 [R]; the thesis gives none). p = 0.1: the fixed rate of
+"bernoulli" (spec §5.2 "mcdp: fixed p = 0.1-0.2") and the initial rate of the learned ones (Gal's
+default, spec §2.4 [R]). Temperature 0.1 [T §2.2.3]. λ_w = 3.5e-6, the thesis's L2 coefficient
+[T §4.1]. Adam at lr 1e-3, at most 50 epochs, early stopping on the validation NLL: spec §5.2 (the
+thesis's RMSprop at 1e-5 is for fine-tuning a pretrained net and too slow from scratch; it is
+``optimizer="rmsprop"``). Validation split 20 % [T §4.1], stratified. Batch size 128 and patience 5
+are ours (the thesis states neither). The validation NLL is that of the mean network (dropout off,
+i.e. the weight-scaling approximation), which needs one pass instead of T; the best epoch's
+weights are restored.
+
+Inputs: X (n, p) floats; images flattened channel-first with ``image_shape = (C, H, W)`` (the
+network then receives (n, C, H, W)); y integers 0..K-1 (K = ``n_classes`` or max(y) + 1).
+Built-in networks standardise X (one mean and sd over all pixels for images, per column
+otherwise); a user network receives X as given (``standardize="auto"``).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from sklearn.base import BaseEstimator, ClassifierMixin
+from torch import nn
+
+from dubito._validation import (
+    check_choice,
+    check_float,
+    check_int,
+    validate_fit_data,
+    validate_predict_data,
+)
+from dubito.classification.networks import DROPOUTS, build_network
+from dubito.classification.networks import insert_dropout as _insert_dropout
+from dubito.nn.concrete_dropout import (
+    StochasticDropout,
+    dropout_modules,
+    dropout_rates,
+    mc_mode,
+    regularization,
+    regularized_parameters,
+)
+from dubito.nn.pilotnet import check_image_shape
+from dubito.predictive.classes import ClassPredictive
+from dubito.regression.deterministic import _check_device, _check_hidden, seeds_from
+
+__all__ = ["MCDropoutClassifier", "check_labels", "mc_logits", "wrap"]
+
+OPTIMIZERS = ("adam", "rmsprop")
+EXPANDS = ("dropout", "input")
+
+
+def check_labels(y: np.ndarray, n_classes: int | None) -> tuple[np.ndarray, int]:
+    """y as int64 labels in 0..K-1 and K (``n_classes``, or max(y) + 1); one ValueError otherwise."""
+    y = np.asarray(y, dtype=np.float64)
+    if not np.all(y == np.round(y)):
+        raise ValueError("y must hold integer class labels 0..K-1; got non-integer values "
+                         f"(e.g. {y[y != np.round(y)][0]!r})")
+    if y.min() < 0:
+        raise ValueError(f"y must hold class labels 0..K-1; got a negative label ({int(y.min())})")
+    k = int(y.max()) + 1 if n_classes is None else int(n_classes)
+    if y.max() >= k:
+        raise ValueError(f"y holds labels outside 0..{k - 1} (n_classes={k}): largest label {int(y.max())}")
+    if k < 2:
+        raise ValueError("y holds a single class (0); a classifier needs K >= 2 classes (set n_classes)")
+    return y.astype(np.int64), k
+
+
+@torch.no_grad()
+def mc_logits(model: nn.Module, x: torch.Tensor, n_samples: int, *, batched: bool = True, expand: str = "dropout",
+              generator: torch.Generator | None = None) -> torch.Tensor:
+    """T = ``n_samples`` MC-dropout passes of ``model`` at ``x`` (B, ...): logits (T, B, K).
+
+    Inside `mc_mode` (only dropout stochastic, BatchNorm in evaluation mode). ``batched=True``: one
+    forward over T·B rows, the input repeated pass-major (row t B + b) at the first dropout layer
+    (``expand="dropout"``) or at the input (``expand="input"``); ``batched=False``: a loop of T
+    forwards (the reference the batched form equals, and the benchmark's baseline). ``generator``
+    seeds our dropout layers (PyTorch's use the global generator).
+    """
+    t = int(n_samples)
+    b = x.shape[0]
+    with mc_mode(model, generator):
+        if not batched:
+            return torch.stack([model(x) for _ in range(t)])
+        if expand == "input":
+            out = model(x.repeat(t, *([1] * (x.dim() - 1))))
+        else:
+            def expand_rows(module, args):
+                h = args[0]
+                if t > 1 and h.shape[0] == b:
+                    return (h.repeat(t, *([1] * (h.dim() - 1))), *args[1:])
+                return None
+
+            handles = [m.register_forward_pre_hook(expand_rows) for m in dropout_modules(model)]
+            try:
+                out = model(x)
+            except RuntimeError as exc:
+                raise ValueError(
+                    f"MC passes expanded at the first dropout layer failed ({exc}); if the model's dropout sits in "
+                    "one of several branches, use mc_expand='input' (repeat the input instead)") from None
+            finally:
+                for h in handles:
+                    h.remove()
+        if out.shape[0] != t * b:
+            raise ValueError(f"the model returned {out.shape[0]} rows for {b} inputs x {t} passes: its output does "
+                             "not pass through a dropout layer")
+        return out.reshape(t, b, *out.shape[1:])
+
+
+def _is_module_network(network) -> bool:
+    return isinstance(network, nn.Module) or (callable(network) and not isinstance(network, str))
+
+
+class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
+    r"""MC-dropout classifier (module docstring) returning `ClassPredictive`.
+
+    Parameters (sources in the module docstring)
+    ----------
+    dropout : {"bernoulli", "concrete", "multidrop", "none"}, default "concrete"
+        The dropout of the built-in network's 4 sites, or the kind `insert_dropout` puts before a
+        user network's head. "none" = the deterministic "ori" baseline (a T = 1 predictive).
+    p : float in [0, 1), default 0.1
+        Fixed rate ("bernoulli") or initial rate (learned ones).
+    n_samples : int, default 50
+        T, MC passes per prediction.
+    network : "mlp", "cnn", a torch nn.Module, or a callable returning one
+        A module is deep-copied at fit (the argument is never changed); a callable is called under
+        the member's seeded torch generator (so an ensemble's members get independent inits).
+    image_shape : (C, H, W) or (H, W), optional
+        Shape of the flattened channel-first images in X (needed for "cnn"; a user network then
+        receives (n, C, H, W)).
+    features, hidden : widths of the built-in networks (256; (256, 256, 256), spec §5.2).
+    temperature, weight_regularizer, dropout_regularizer, weight_term, mc_sampler
+        Passed to the dropout layers (`dubito.nn.concrete_dropout`); dropout_regularizer None ->
+        β = 1/N_train.
+    insert_dropout : bool, default False
+        Put ``dropout`` before the head (last nn.Linear) of a user network that has no dropout.
+    n_classes : int, optional
+        K; default max(y) + 1.
+    standardize : "auto", True or False
+        "auto": built-in networks standardise X, user networks see X as given.
+    optimizer, lr, epochs, batch_size : "adam", 1e-3, 50, 128. ``epochs=0`` trains nothing
+        (a pretrained model, MC-sampled as is).
+    early_stopping, validation_fraction, patience : True, 0.2, 5.
+    mc_expand : "dropout" or "input" (`mc_logits`).
+    predict_batch_size : int, default 256
+        Rows of X per MC forward (each becomes T rows).
+    device : "cpu" or a CUDA device.
+    random_state, progress : seed (None, int); rich progress bar while training.
+
+    Fitted attributes: ``net_``, ``classes_`` (0..K-1), ``n_features_in_``, ``n_train_``,
+    ``loss_curve_``, ``val_nll_curve_``, ``best_epoch_``, ``dropout_rates_`` (mean p_drop per
+    site), ``rate_history_`` ((epochs + 1, sites): the rates at the start and after each epoch),
+    ``predict_seed_``.
+    """
+
+    def __init__(self, dropout="concrete", p=0.1, n_samples=50, network="mlp", image_shape=None, features=256,
+                 hidden=(256, 256, 256), temperature=0.1, weight_regularizer=3.5e-6, dropout_regularizer=None,
+                 weight_term="kl", mc_sampler="relaxed", insert_dropout=False, n_classes=None, standardize="auto",
+                 optimizer="adam", lr=1e-3, epochs=50, batch_size=128, early_stopping=True, validation_fraction=0.2,
+                 patience=5, mc_expand="dropout", predict_batch_size=256, device="cpu", random_state=None,
+                 progress=False):
+        self.dropout = dropout
+        self.p = p
+        self.n_samples = n_samples
+        self.network = network
+        self.image_shape = image_shape
+        self.features = features
+        self.hidden = hidden
+        self.temperature = temperature
+        self.weight_regularizer = weight_regularizer
+        self.dropout_regularizer = dropout_regularizer
+        self.weight_term = weight_term
+        self.mc_sampler = mc_sampler
+        self.insert_dropout = insert_dropout
+        self.n_classes = n_classes
+        self.standardize = standardize
+        self.optimizer = optimizer
+        self.lr = lr
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.patience = patience
+        self.mc_expand = mc_expand
+        self.predict_batch_size = predict_batch_size
+        self.device = device
+        self.random_state = random_state
+        self.progress = progress
+
+    # ------------------------------------------------------------------ settings
+    def _settings(self) -> dict:
+        for name in ("insert_dropout", "early_stopping", "progress"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        user = _is_module_network(self.network)
+        if not user:
+            check_choice(self.network, "network", ("mlp", "cnn"))
+        s = dict(
+            dropout=check_choice(self.dropout, "dropout", DROPOUTS),
+            p=check_float(self.p, "p", min_value=0.0),
+            n_samples=check_int(self.n_samples, "n_samples", min_value=1),
+            user=user,
+            features=check_int(self.features, "features", min_value=1),
+            hidden=_check_hidden(self.hidden),
+            temperature=check_float(self.temperature, "temperature", strictly_positive=True),
+            weight_regularizer=check_float(self.weight_regularizer, "weight_regularizer", min_value=0.0),
+            dropout_regularizer=(None if self.dropout_regularizer is None else
+                                 check_float(self.dropout_regularizer, "dropout_regularizer", min_value=0.0)),
+            weight_term=check_choice(self.weight_term, "weight_term", ("kl", "plain")),
+            mc_sampler=check_choice(self.mc_sampler, "mc_sampler", ("relaxed", "hard")),
+            optimizer=check_choice(self.optimizer, "optimizer", OPTIMIZERS),
+            lr=check_float(self.lr, "lr", strictly_positive=True),
+            epochs=check_int(self.epochs, "epochs", min_value=0),
+            batch_size=check_int(self.batch_size, "batch_size", min_value=1),
+            validation_fraction=check_float(self.validation_fraction, "validation_fraction", strictly_positive=True),
+            patience=check_int(self.patience, "patience", min_value=1),
+            mc_expand=check_choice(self.mc_expand, "mc_expand", EXPANDS),
+            predict_batch_size=check_int(self.predict_batch_size, "predict_batch_size", min_value=1),
+            device=_check_device(self.device),
+            image_shape=None if self.image_shape is None else check_image_shape(self.image_shape),
+        )
+        if s["p"] >= 1.0:
+            raise ValueError(f"p must lie in [0, 1), got {self.p}")
+        if s["validation_fraction"] >= 1.0:
+            raise ValueError(f"validation_fraction must lie in (0, 1), got {self.validation_fraction}")
+        if self.n_classes is not None:
+            s["n_classes"] = check_int(self.n_classes, "n_classes", min_value=2)
+        else:
+            s["n_classes"] = None
+        if self.standardize not in ("auto", True, False):
+            raise ValueError(f"standardize must be 'auto', True or False, got {self.standardize!r}")
+        s["standardize"] = (not user) if self.standardize == "auto" else bool(self.standardize)
+        if not user and self.network == "cnn" and s["image_shape"] is None:
+            raise ValueError("network='cnn' needs image_shape=(C, H, W) (or (H, W) for one channel): the shape of "
+                             "the channel-first images flattened into the rows of X")
+        s["network"] = self.network
+        return s
+
+    def _dropout_kwargs(self, s: dict) -> dict:
+        return dict(p=s["p"], temperature=s["temperature"], weight_regularizer=s["weight_regularizer"],
+                    dropout_regularizer=s["dropout_regularizer"], weight_term=s["weight_term"],
+                    mc_sampler=s["mc_sampler"])
+
+    def _check_image_features(self, s: dict, n_features: int) -> None:
+        shape = s["image_shape"]
+        if shape is not None and int(np.prod(shape)) != n_features:
+            raise ValueError(
+                f"image_shape {shape} has C*H*W = {int(np.prod(shape))} values but X has {n_features} columns; "
+                "X must hold the flattened channel-first images, (n, C*H*W)")
+
+    def _build(self, s: dict, n_features: int, k: int) -> nn.Module:
+        """The network (built-in, copied or made by the user's callable), with dropout checked."""
+        if s["user"]:
+            net = self.network
+            if isinstance(net, nn.Module):
+                net = copy.deepcopy(net)
+            else:
+                net = net()
+                if not isinstance(net, nn.Module):
+                    raise ValueError(f"network callable must return a torch nn.Module, got {type(net).__name__}")
+            if s["dropout"] != "none" and self.insert_dropout:
+                kw = self._dropout_kwargs(s)
+                _insert_dropout(net, s["dropout"], **kw)
+            if s["dropout"] != "none" and not dropout_modules(net):
+                raise ValueError(
+                    f"the model ({type(net).__name__}) has no dropout layers (nn.Dropout, ConcreteDropout, MultiDrop, "
+                    "BernoulliDropout), so MC dropout would return T identical passes: pass insert_dropout=True to put "
+                    f"{s['dropout']!r} dropout before its head, add dropout layers, or use dropout='none'")
+            return net
+        return build_network(s["network"], n_features, k, dropout=s["dropout"], features=s["features"],
+                             hidden=s["hidden"], image_shape=s["image_shape"], **self._dropout_kwargs(s))
+
+    def _shape_input(self, x: torch.Tensor) -> torch.Tensor:
+        """Flat rows -> (n, C, H, W) when the network takes images (``image_shape_``)."""
+        return x if self.image_shape_ is None else x.reshape(x.shape[0], *self.image_shape_)
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y, *, validation_data=None):
+        """Train on X (n, p) and labels y in 0..K-1. ``validation_data=(X_val, y_val)`` replaces the
+        random validation split (use it when rows are augmented copies of the same object, so that
+        the split can be made by object: spec pitfall 11)."""
+        s = self._settings()
+        X, y = validate_fit_data(self, X, y, min_samples=2, require_nonconstant_y=False)
+        y, k = check_labels(y, s["n_classes"])
+        self._check_image_features(s, X.shape[1])
+        init_seed, train_seed, split_seed, self.predict_seed_ = seeds_from(self.random_state, 4)
+        if validation_data is not None:
+            Xv, yv = validation_data
+            Xv = validate_predict_data(self, Xv, fitted_attributes=["n_features_in_"])
+            yv = np.asarray(yv)
+            if yv.shape != (Xv.shape[0],):
+                raise ValueError(f"validation_data: y_val must have shape ({Xv.shape[0]},), got {yv.shape}")
+            yv, _ = check_labels(yv, k)
+        elif self.early_stopping and s["epochs"] > 0:
+            X, y, Xv, yv = self._split(X, y, s["validation_fraction"], split_seed)
+        else:
+            Xv = yv = None
+        self.classes_ = np.arange(k)
+        self.n_classes_ = k
+        self.image_shape_ = s["image_shape"] if (s["user"] or s["network"] == "cnn") else None
+        if s["standardize"]:
+            scalar = s["image_shape"] is not None
+            self.x_mean_ = np.full(X.shape[1], X.mean()) if scalar else X.mean(axis=0)
+            sd = np.full(X.shape[1], X.std()) if scalar else X.std(axis=0)
+            self.x_scale_ = np.where(sd > 0, sd, 1.0)
+        else:
+            self.x_mean_ = np.zeros(X.shape[1])
+            self.x_scale_ = np.ones(X.shape[1])
+        self.n_train_ = int(X.shape[0])
+        dev = s["device"]
+        with self._rng(init_seed, dev):
+            net = self._build(s, X.shape[1], k).to(dev)
+        self._check_output(net, X, k, s)
+        with self._rng(train_seed, dev):
+            self._train(net, X, y, Xv, yv, s)
+        self.net_ = net.eval()
+        self.dropout_rates_ = dropout_rates(net)
+        return self
+
+    @staticmethod
+    def _rng(seed: int, device: torch.device):
+        devices = [device.index or 0] if device.type == "cuda" else []
+        ctx = torch.random.fork_rng(devices=devices)
+
+        class _Seeded:
+            def __enter__(self_inner):
+                ctx.__enter__()
+                torch.manual_seed(seed)
+
+            def __exit__(self_inner, *exc):
+                return ctx.__exit__(*exc)
+
+        return _Seeded()
+
+    @staticmethod
+    def _split(X, y, fraction, seed):
+        from sklearn.model_selection import train_test_split
+
+        counts = np.bincount(y)
+        strat = y if counts[counts > 0].min() >= 2 else None
+        n_val = max(1, int(round(fraction * X.shape[0])))
+        if n_val >= X.shape[0]:
+            raise ValueError(f"validation_fraction={fraction} leaves no training rows out of {X.shape[0]}")
+        if strat is not None and n_val < len(np.unique(y)):
+            strat = None
+        Xt, Xv, yt, yv = train_test_split(X, y, test_size=n_val, random_state=seed % (2**32), stratify=strat)
+        return Xt, yt, Xv, yv
+
+    def _tensor(self, X: np.ndarray, s: dict | None = None) -> torch.Tensor:
+        dev = s["device"] if s is not None else next(self.net_.parameters()).device
+        x = torch.as_tensor((X - self.x_mean_) / self.x_scale_, dtype=torch.float32).to(dev)
+        return self._shape_input(x)
+
+    def _check_output(self, net: nn.Module, X: np.ndarray, k: int, s: dict) -> None:
+        x = self._tensor(X[:2], s)
+        mode = {m: m.training for m in net.modules()}
+        net.eval()
+        try:
+            with torch.no_grad():
+                out = net(x)
+        except RuntimeError as exc:
+            raise ValueError(f"the network failed on inputs of shape {tuple(x.shape)} ({exc}); check image_shape "
+                             "and the number of columns of X") from None
+        finally:
+            for m, md in mode.items():
+                m.training = md
+        if out.dim() != 2 or out.shape != (x.shape[0], k):
+            raise ValueError(f"the network must return logits of shape (batch, K) = ({x.shape[0]}, {k}); it returned "
+                             f"{tuple(out.shape)}")
+
+    def _train(self, net, X, y, Xv, yv, s) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        dev = s["device"]
+        n = X.shape[0]
+        covered = regularized_parameters(net)
+        l2 = [p for p in net.parameters() if p.requires_grad and id(p) not in covered]
+        lam = s["weight_regularizer"]
+        params = [p for p in net.parameters() if p.requires_grad]
+        sites = [m for m in net.modules() if isinstance(m, StochasticDropout)]
+        history = [[float(m.p_drop.detach().float().mean()) for m in sites]]
+        curve, val_curve = [], []
+        best, best_epoch, bad = np.inf, 0, 0
+        best_state = None
+        if s["epochs"] > 0:
+            opt_cls = torch.optim.Adam if s["optimizer"] == "adam" else torch.optim.RMSprop
+            opt = opt_cls(params, lr=s["lr"])
+            xt = self._tensor(X, s)
+            yt = torch.as_tensor(y, dtype=torch.long, device=dev)
+            xv = None if Xv is None else self._tensor(Xv, s)
+            yvt = None if yv is None else torch.as_tensor(yv, dtype=torch.long, device=dev)
+            batch = min(s["batch_size"], n)
+            columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                       TimeElapsedColumn())
+            with Progress(*columns, console=Console(stderr=True), disable=not self.progress) as bar:
+                task = bar.add_task("MC dropout", total=s["epochs"])
+                for epoch in range(s["epochs"]):
+                    net.train()
+                    perm = torch.randperm(n).to(dev)
+                    total = 0.0
+                    for start in range(0, n, batch):
+                        idx = perm[start : start + batch]
+                        loss = F.cross_entropy(net(xt[idx]), yt[idx]) + regularization(net, n).to(dev)
+                        if lam > 0 and l2:
+                            loss = loss + lam * sum(p.pow(2).sum() for p in l2)
+                        opt.zero_grad(set_to_none=True)
+                        loss.backward()
+                        opt.step()
+                        total += float(loss.detach()) * idx.shape[0]
+                    curve.append(total / n)
+                    history.append([float(m.p_drop.detach().float().mean()) for m in sites])
+                    desc = f"MC dropout loss {curve[-1]:.3f}"
+                    if xv is not None:
+                        v = self._mean_net_nll(net, xv, yvt, s)
+                        val_curve.append(v)
+                        desc += f" val NLL {v:.3f}"
+                        if v < best - 1e-6:
+                            best, best_epoch, bad = v, epoch + 1, 0
+                            best_state = copy.deepcopy(net.state_dict())
+                        else:
+                            bad += 1
+                    bar.update(task, advance=1, description=desc)
+                    if xv is not None and self.early_stopping and bad >= s["patience"]:
+                        break
+            if best_state is not None and self.early_stopping:
+                net.load_state_dict(best_state)
+        net.eval()
+        self.loss_curve_ = np.asarray(curve)
+        self.val_nll_curve_ = np.asarray(val_curve)
+        self.best_epoch_ = best_epoch if best_state is not None else len(curve)
+        self.rate_history_ = np.asarray(history).reshape(len(history), len(sites))
+
+    def _mean_net_nll(self, net, xv, yv, s) -> float:
+        net.eval()
+        total = 0.0
+        with torch.no_grad():
+            for start in range(0, xv.shape[0], 4096):
+                logits = net(xv[start : start + 4096]).double()
+                total += float(F.cross_entropy(logits, yv[start : start + 4096], reduction="sum"))
+        return total / xv.shape[0]
+
+    # ------------------------------------------------------------------ predict
+    def sample_logits(self, X, *, n_samples: int | None = None, random_state=None) -> np.ndarray:
+        """The T MC-dropout logit draws at X, (T, N, K) float32 (T = 1 for ``dropout="none"``).
+
+        Seeded by ``random_state`` (None -> ``predict_seed_``), so repeated calls agree."""
+        X = validate_predict_data(self, X, fitted_attributes=["net_"])
+        t = self.n_samples if n_samples is None else n_samples
+        t = check_int(t, "n_samples", min_value=1)
+        deterministic = self.dropout == "none"
+        if deterministic:
+            t = 1
+        seed = self.predict_seed_ if random_state is None else seeds_from(random_state, 1)[0]
+        net = self.net_
+        dev = next(net.parameters()).device
+        out = []
+        with self._rng(seed, dev):
+            for start in range(0, X.shape[0], self.predict_batch_size):
+                x = self._tensor(X[start : start + self.predict_batch_size])
+                if deterministic:
+                    with torch.no_grad():
+                        out.append(net.eval()(x).unsqueeze(0).cpu())
+                else:
+                    out.append(mc_logits(net, x, t, expand=self.mc_expand).cpu())
+        if not out:
+            return np.zeros((t, 0, self.n_classes_), dtype=np.float32)
+        return torch.cat(out, dim=1).numpy()
+
+    def predict_distribution(self, X, *, n_samples: int | None = None, random_state=None) -> ClassPredictive:
+        """`ClassPredictive` from the T MC-dropout passes at X (module docstring)."""
+        return ClassPredictive.from_logits(self.sample_logits(X, n_samples=n_samples, random_state=random_state))
+
+    def predict_proba(self, X) -> np.ndarray:
+        """p̄(y | x), (N, K): the mean of the T passes' softmax."""
+        return self.predict_distribution(X).probs
+
+    def predict(self, X) -> np.ndarray:
+        """argmax_c p̄_c, (N,)."""
+        return self.classes_[self.predict_distribution(X).predict()]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        tags.input_tags.sparse = False
+        tags.non_deterministic = False
+        return tags
+
+
+def wrap(model: nn.Module, *, dropout: str = "bernoulli", insert_dropout: bool = False, **params) -> MCDropoutClassifier:
+    """An `MCDropoutClassifier` around a user's torch classifier ``model`` ((B, ...) -> (B, K) logits).
+
+    The model must hold dropout layers (ours or ``nn.Dropout``) unless ``insert_dropout=True``,
+    which puts ``dropout`` ("bernoulli", "concrete" or "multidrop") on the input of its head (its
+    last ``nn.Linear``; the thesis's pretrained backbone with a new head). Checked here, so a model
+    without dropout fails at once with a ValueError. ``params`` go to `MCDropoutClassifier`
+    (``image_shape`` to reshape flattened images, ``epochs=0`` to MC-sample a trained model as is,
+    ``standardize`` is False unless set).
+    """
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"wrap needs a torch nn.Module, got {type(model).__name__}")
+    est = MCDropoutClassifier(dropout=dropout, network=model, insert_dropout=insert_dropout, **params)
+    s = est._settings()
+    if s["dropout"] == "none":
+        raise ValueError("wrap is for MC dropout: dropout must be 'bernoulli', 'concrete' or 'multidrop'")
+    if not insert_dropout and not dropout_modules(model):
+        raise ValueError(
+            f"the model ({type(model).__name__}) has no dropout layers (nn.Dropout, ConcreteDropout, MultiDrop, "
+            "BernoulliDropout), so MC dropout would return T identical passes: pass insert_dropout=True to put "
+            f"{dropout!r} dropout before its head, or add dropout layers yourself")
+    if insert_dropout:  # fail now, not at fit, when there is no head to put dropout before
+        _insert_dropout(copy.deepcopy(model), s["dropout"], **est._dropout_kwargs(s))
+    return est
+
