@@ -946,6 +946,8 @@ def _finding2(t: _Table) -> list[str]:
 def _finding3(t: _Table) -> list[str]:
     out = []
     for ds in t.datasets:
+        if ds == SYNTHETIC:  # the claim is about the UCI tables (Table 1); nu overlaps the 1-D data heavily
+            continue
         a = {v: t.mean(ds, v, "auroc") for v in ("FuNN-HyVI", "Ensemble", "NN-HyVI", "MFVI", "MC dropout")}
         if any(x is None for x in a.values()):
             continue
