@@ -11,7 +11,7 @@ export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: venv install install-test run test test-slow clean
+.PHONY: venv install install-test run test test-slow fashion-mnist clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,15 @@ run: install
 
 test: install-test
 	$(PY) -m pytest -q
+
+# Fashion-MNIST from Debian (dataset-fashion-mnist, /usr/share/datasets/fashion-mnist); needs apt
+# rights (root or sudo). Optional: without it the data are downloaded into the user cache on first
+# use, and the tests that need the files skip with the reason.
+fashion-mnist:
+	@if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then echo "dataset-fashion-mnist is installed"; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get install -y -q dataset-fashion-mnist || (apt-get update -q && apt-get install -y -q dataset-fashion-mnist); \
+	elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo apt-get install -y -q dataset-fashion-mnist; \
+	else echo "no apt rights: skipped dataset-fashion-mnist (tests needing it will skip)"; fi
 
 # pytest exits 5 when no test is marked slow: that is not a failure
 test-slow: install-test
