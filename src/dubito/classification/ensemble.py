@@ -88,4 +88,5 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
         return self.predict_distribution(X).probs
 
     def predict(self, X) -> np.ndarray:
-        return self.classes_[self.predict_distribution(X).predict()]
+        labels = self.predict_distribution(X).predict()
+        return self.classes_[labels]

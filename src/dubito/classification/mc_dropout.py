@@ -518,7 +518,8 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
 
     def predict(self, X) -> np.ndarray:
         """argmax_c p̄_c, (N,)."""
-        return self.classes_[self.predict_distribution(X).predict()]
+        labels = self.predict_distribution(X).predict()
+        return self.classes_[labels]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -1,0 +1,234 @@
+"""MCDropoutClassifier, mc_logits and wrap (spec §2.3-2.5, §6.1-6.2; issue 7's bad input).
+
+Oracles: the deterministic network (p = 0), a Python loop over the T passes with the recorded
+masks (batched = loop to 1e-12 in float64), BatchNorm's buffers before/after, and accuracy on
+scikit-learn's 8x8 digits (1,797 images; a 70/30 stratified split, seed 0).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from scipy.special import softmax
+from sklearn.datasets import load_digits
+from sklearn.model_selection import train_test_split
+from torch import nn
+
+from dubito.classification import MCDropoutClassifier, build_network, mc_logits, wrap
+from dubito.nn.concrete_dropout import StochasticDropout, dropout_modules
+from dubito.predictive.classes import ClassPredictive
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    return train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
+
+
+def _record_then_loop(net, x, t, expand):
+    """Batched T passes with the masks recorded, then a loop over t with those masks."""
+    ours = [m for m in net.modules() if isinstance(m, StochasticDropout)]
+    for m in ours:
+        m.record_noise = True
+    gen = torch.Generator().manual_seed(11)
+    batched = mc_logits(net, x, t, expand=expand, generator=gen)
+    noise = [m.last_noise for m in ours]
+    for m in ours:
+        m.record_noise = False
+    n = x.shape[0]
+    loop = []
+    for i in range(t):
+        for m, u in zip(ours, noise):
+            m.noise = u[i * n : (i + 1) * n] if u.shape[0] == t * n else u
+        loop.append(mc_logits(net, x, 1, expand=expand)[0])
+    for m in ours:
+        m.noise = None
+    return batched, torch.stack(loop), noise
+
+
+@pytest.mark.parametrize("dropout", ["bernoulli", "concrete", "multidrop"])
+@pytest.mark.parametrize("network", ["mlp", "cnn"])
+def test_batched_passes_equal_a_loop_with_the_same_masks(dropout, network):
+    torch.manual_seed(0)
+    net = build_network(network, 64, 10, dropout=dropout, p=0.3, features=16, hidden=(12, 12),
+                        image_shape=(1, 8, 8)).double()
+    if network == "cnn":  # non-trivial BatchNorm statistics
+        net.train()
+        net(torch.randn(20, 1, 8, 8, dtype=torch.float64))
+    x = torch.randn(5, 64, dtype=torch.float64)
+    x = x if network == "mlp" else x.view(5, 1, 8, 8)
+    t = 7
+    batched, loop, noise = _record_then_loop(net, x, t, "dropout")
+    assert batched.shape == (t, 5, 10)
+    assert all(u.shape[0] == t * 5 for u in noise)  # every site saw the T·N rows
+    assert torch.allclose(batched, loop, rtol=0, atol=1e-12)
+    assert not torch.allclose(batched[0], batched[1])  # the passes differ
+    # expanding at the input instead draws the same noise in the same order: same draws
+    again = mc_logits(net, x, t, expand="input", generator=torch.Generator().manual_seed(11))
+    assert torch.allclose(batched, again, rtol=0, atol=1e-12)
+    slow = mc_logits(net, x, t, batched=False, generator=torch.Generator().manual_seed(11))
+    assert slow.shape == batched.shape
+
+
+def test_p_zero_equals_the_deterministic_network(digits):
+    # spec §6.1: all T samples equal the eval-mode output; |MI| < 1e-7; p̄ = softmax
+    Xtr, Xte, ytr, yte = digits
+    est = MCDropoutClassifier(dropout="bernoulli", p=0.0, n_samples=10, epochs=2, hidden=(32,), features=32,
+                              random_state=0).fit(Xtr, ytr)
+    draws = est.sample_logits(Xte[:50])
+    with torch.no_grad():
+        ref = est.net_.eval()(est._tensor(Xte[:50])).numpy()
+    assert np.array_equal(draws, np.broadcast_to(ref, draws.shape))
+    pred = est.predict_distribution(Xte[:50])
+    assert np.abs(pred.mutual_information).max() < 1e-7
+    assert np.allclose(pred.probs, softmax(ref.astype(np.float64), axis=1), atol=1e-7)
+
+
+def test_batchnorm_stays_in_eval_mode_during_mc_prediction(digits):
+    # spec §6.2: BatchNorm's buffers are unchanged by MC inference, and it runs in eval mode
+    Xtr, Xte, ytr, yte = digits
+    est = MCDropoutClassifier(dropout="concrete", network="cnn", image_shape=(8, 8), n_samples=8, epochs=1,
+                              hidden=(32,), random_state=0).fit(Xtr, ytr)
+    bns = [m for m in est.net_.modules() if isinstance(m, nn.BatchNorm2d)]
+    assert bns and all(int(bn.num_batches_tracked) > 0 for bn in bns)
+    before = copy.deepcopy(est.net_.state_dict())
+    modes = []
+    hooks = [bn.register_forward_pre_hook(lambda m, a: modes.append(m.training)) for bn in bns]
+    est.predict_distribution(Xte[:40])
+    for h in hooks:
+        h.remove()
+    after = est.net_.state_dict()
+    assert modes and not any(modes)
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+@pytest.mark.parametrize("dropout", ["bernoulli", "concrete", "multidrop"])
+def test_digits_accuracy(digits, dropout):
+    Xtr, Xte, ytr, yte = digits
+    est = MCDropoutClassifier(dropout=dropout, n_samples=20, epochs=15, random_state=0).fit(Xtr, ytr)
+    pred = est.predict_distribution(Xte)
+    assert isinstance(pred, ClassPredictive) and pred.n_draws == 20
+    assert (pred.predict() == yte).mean() > 0.9
+    assert np.array_equal(est.predict(Xte), pred.predict())
+    assert est.predict_proba(Xte).shape == (len(yte), 10)
+    assert pred.mutual_information.mean() > 0  # the passes differ
+    assert est.rate_history_.shape == (len(est.loss_curve_) + 1, 4)
+
+
+def test_learned_rates_move_and_fixed_rates_do_not(digits):
+    Xtr, _, ytr, _ = digits
+    conc = MCDropoutClassifier(dropout="concrete", epochs=3, early_stopping=False, random_state=0).fit(Xtr, ytr)
+    bern = MCDropoutClassifier(dropout="bernoulli", p=0.2, epochs=3, early_stopping=False,
+                               random_state=0).fit(Xtr, ytr)
+    assert np.all(conc.rate_history_[0] == pytest.approx(0.1, rel=1e-6))
+    assert np.all(np.abs(conc.rate_history_[-1] - conc.rate_history_[0]) > 1e-4)
+    assert np.all(bern.rate_history_ == pytest.approx(0.2))
+
+
+def test_predictions_are_seeded_and_reproducible(digits):
+    Xtr, Xte, ytr, _ = digits
+    kw = dict(dropout="concrete", n_samples=5, epochs=2, hidden=(32,), features=32, random_state=3)
+    a = MCDropoutClassifier(**kw).fit(Xtr, ytr)
+    b = MCDropoutClassifier(**kw).fit(Xtr, ytr)
+    assert np.array_equal(a.sample_logits(Xte[:30]), b.sample_logits(Xte[:30]))
+    assert np.array_equal(a.sample_logits(Xte[:30]), a.sample_logits(Xte[:30]))
+    assert not np.array_equal(a.sample_logits(Xte[:30], random_state=1), a.sample_logits(Xte[:30]))
+    # a row's draws do not depend on the chunking of X
+    small = MCDropoutClassifier(**kw, predict_batch_size=7).fit(Xtr, ytr)
+    assert small.sample_logits(Xte[:30]).shape == (5, 30, 10)
+
+
+class _Backbone(nn.Module):
+    """A user classifier: a 'pretrained' backbone with BatchNorm and a new head, no dropout."""
+
+    def __init__(self):
+        super().__init__()
+        self.backbone = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(),
+                                      nn.Linear(256, 32), nn.ReLU())
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x):
+        return self.head(self.backbone(x))
+
+
+def test_wrap_refuses_a_model_without_dropout_and_inserts_on_request(digits):
+    Xtr, Xte, ytr, yte = digits
+    torch.manual_seed(0)
+    model = _Backbone()
+    with pytest.raises(ValueError, match="no dropout layers"):
+        wrap(model, image_shape=(1, 8, 8))
+    with pytest.raises(ValueError, match="no dropout layers"):
+        MCDropoutClassifier(network=model, image_shape=(1, 8, 8), epochs=1).fit(Xtr, ytr)
+    est = wrap(model, dropout="concrete", insert_dropout=True, image_shape=(1, 8, 8), standardize=True,
+               n_samples=10, epochs=15, random_state=0).fit(Xtr, ytr)
+    assert isinstance(model.head, nn.Linear)  # the user's model is not changed
+    assert isinstance(est.net_.head, StochasticDropout) and est.net_.head.layer.out_features == 10
+    assert (est.predict(Xte) == yte).mean() > 0.85
+
+
+def test_user_model_with_torch_dropout_and_pretrained_weights(digits):
+    Xtr, Xte, ytr, _ = digits
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Linear(64, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Dropout(0.3), nn.Linear(32, 10))
+    model.train()
+    model(torch.randn(50, 64))
+    model.eval()
+    est = wrap(model, n_samples=6, epochs=0, random_state=0).fit(Xtr, ytr)  # MC-sample as is
+    draws = est.sample_logits(Xte[:20])
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        ref = mc_logits(copy.deepcopy(model), torch.as_tensor(Xte[:20], dtype=torch.float32), 6).numpy()
+    assert draws.shape == ref.shape == (6, 20, 10)
+    assert not np.allclose(draws[0], draws[1])
+    # same model, same standardisation (none): the eval-mode mean network agrees
+    with torch.no_grad():
+        mean_net = model(torch.as_tensor(Xte[:20], dtype=torch.float32)).numpy()
+        ours = est.net_.eval()(torch.as_tensor(Xte[:20], dtype=torch.float32)).numpy()
+    assert np.array_equal(mean_net, ours)
+    assert len(dropout_modules(est.net_)) == 1
+
+
+def test_callable_network_and_wrong_output_width(digits):
+    Xtr, _, ytr, _ = digits
+    est = MCDropoutClassifier(network=lambda: nn.Sequential(nn.Dropout(0.1), nn.Linear(64, 10)), epochs=1,
+                              random_state=0).fit(Xtr, ytr)
+    assert est.sample_logits(Xtr[:3]).shape == (50, 3, 10)
+    with pytest.raises(ValueError, match=r"logits of shape \(batch, K\)"):
+        MCDropoutClassifier(network=nn.Sequential(nn.Dropout(0.1), nn.Linear(64, 7)), epochs=1).fit(Xtr, ytr)
+
+
+def test_bad_input_raises(digits):
+    Xtr, _, ytr, _ = digits
+    small = dict(epochs=1, hidden=(8,), features=8)
+    with pytest.raises(ValueError, match=r"labels outside 0..2"):
+        MCDropoutClassifier(n_classes=3, **small).fit(Xtr, ytr)
+    with pytest.raises(ValueError, match="negative label"):
+        MCDropoutClassifier(**small).fit(Xtr[:4], [0, 1, -1, 2])
+    with pytest.raises(ValueError, match="integer class labels"):
+        MCDropoutClassifier(**small).fit(Xtr[:4], [0, 1, 0.5, 2])
+    with pytest.raises(ValueError, match="single class"):
+        MCDropoutClassifier(**small).fit(Xtr[:4], [0, 0, 0, 0])
+    with pytest.raises(ValueError, match="C\\*H\\*W = 49"):
+        MCDropoutClassifier(network="cnn", image_shape=(1, 7, 7), **small).fit(Xtr, ytr)
+    with pytest.raises(ValueError, match="needs image_shape"):
+        MCDropoutClassifier(network="cnn", **small).fit(Xtr, ytr)
+    with pytest.raises(ValueError, match="image_shape must be"):
+        MCDropoutClassifier(network="cnn", image_shape=(8, 8, 8, 8), **small).fit(Xtr, ytr)
+    with pytest.raises(ValueError, match="dropout must be one of"):
+        MCDropoutClassifier(dropout="gaussian", **small).fit(Xtr, ytr)
+    with pytest.raises(ValueError, match="network must be one of"):
+        MCDropoutClassifier(network="resnet", **small).fit(Xtr, ytr)
+    with pytest.raises(ValueError, match="p must"):
+        MCDropoutClassifier(p=1.0, **small).fit(Xtr, ytr)
+    est = MCDropoutClassifier(**small, random_state=0).fit(Xtr, ytr)
+    with pytest.raises(ValueError, match="features"):
+        est.predict(Xtr[:, :10])
+    with pytest.raises(ValueError, match="n_samples"):
+        est.predict_distribution(Xtr[:3], n_samples=0)
+    with pytest.raises(ValueError, match="not fitted"):
+        MCDropoutClassifier().predict(Xtr)
+    with pytest.raises(ValueError, match="no nn.Linear head"):
+        wrap(nn.Sequential(nn.Flatten()), insert_dropout=True)
