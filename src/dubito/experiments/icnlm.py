@@ -577,7 +577,8 @@ about 15 times as far, so 6 road-wheel degrees is a much looser tolerance than t
 The mapped thresholds of each split are in the cells' info (thresholds_mapped).
 
 Settings. Images: the paper's Adam 2.5e-4 and batch 32 (spec §2.2/§3.3 [C]). {IMAGES_NOTE}
-VI the paper's k = 3, M = 50, at most 14,000 iterations with the ELBO stopping rule. {TABULAR_NOTE} NUTS 300 warm-up + 300 draws x 2
+VI the paper's k = 3, M = 50, at least 10,000 and at most 14,000 iterations with the ELBO stopping rule
+(the authors ran a fixed 12,000-19,000; our rule alone stopped at 2,600-9,600). {TABULAR_NOTE} NUTS 300 warm-up + 300 draws x 2
 chains on UCI: the horseshoe's funnel makes NUTS the cost of the UCI part (yacht split 0 at 500 +
 500: 377 s for the horseshoe with 59 divergences, 99 s for ridge, VI 27 s and 39 s, the network
 11 s, on a shared 2-core machine), and the budget of the UCI part is 40 CPU minutes. NUTS stands in for the
@@ -597,64 +598,72 @@ Table 1 is shown beside our driving numbers without tolerances or flags: the abs
 comma2k19 and the authors' PilotNet (spec §5, "not checkable"). The claims of the paper are checked
 below from the stored numbers.
 
-How the rows were made. UCI: `DUBITO_DATA=../shared/data/uci OMP_NUM_THREADS=1 dubito bench icnlm
---preset paper --datasets yacht,energy,concrete,boston` on one CPU thread of a shared 2-core machine:
-40 cells, 26.6 CPU minutes (1,579 s user + 18 s system; 51 min wall at 52 % of a core under load).
-Driving: `--datasets driving` on the same machine's CPU (no GPU time was left), with the image
-settings above; these 5 cells took 72 min of wall time. The UCI rows were stored while the preset's
-image settings still read 20 epochs / 200 masks / NUTS 500 + 500, so "Method settings" lists two
-settings per method; they differ only in the image part, which tabular cells do not use.
+How the rows were made. All on the CPU of a shared 2-core machine, one torch thread per process
+(load average 2-5 from other work), with `DUBITO_DATA=../shared/data/uci OMP_NUM_THREADS=1 dubito
+bench icnlm --preset paper` and the cells listed below:
+- IC-NLM, both feature kinds (`--methods icnlm,icnlm-tanh`, 18 cells): commit 13862a1, 5.4 h of cell
+  wall time (driving 72 and 69 min, a UCI cell 2-60 min by the load).
+- UCI baselines (MC dropout, MDN, deterministic, naive; 32 cells): commit 3bc8dce (the baselines'
+  code is the same as at 13862a1).
+- Driving baselines (4 cells): commit 64f2c50, 40 min.
+No GPU was used (none was left when the driving cells ran); the driving settings are cut as above.
 
-Findings (read with the claims below; one driving split, two splits per UCI set).
-- The IC-NLM's point predictions are worse than its own network's: on driving MAE 1.69-1.71 and MSE
-  5.4-5.6 for all four posteriors, against 0.99 / 2.05 for the same network's output mapped back
-  ("DNN on z (No Bayes)") and 0.94-0.98 / 1.9-2.1 for the deterministic net, MC dropout and MDN; the
-  paper has the IC-NLM best (Table 1). The same holds on every UCI set (e.g. energy split 0: MSE 3.1
-  against 0.27 for No Bayes). Investigated: VI and NUTS agree on it (so not inference), and least
-  squares of z on the live features psi without an intercept fits as well as the network (R^2 in z on
-  the training rows of split 0: energy 0.998 / 0.998, concrete 0.963 / 0.961, boston 0.984 / 0.984 for
-  psi / network; an intercept adds 0.0002-0.0022; a refit of split 0 with the cells' seed and
-  settings, numpy.linalg.lstsq), so neither the discarded head nor its bias is the cause.
-  The copula's plug-in mean reaches R^2 0.964, 0.872, 0.909 only, and its mean s^2 (0.039, 0.24,
-  0.23) exceeds its own residual variance (0.028, 0.11, 0.084). The model z_i = s_i (psi_i' beta +
-  eps_i) with s_i = (1 + psi_i' P^-1 psi_i)^(-1/2) (spec §2.4) ties the conditional mean and its
-  spread to ||psi_i|| (spec §7.11), and our features' ||psi||^2 varies 4.5-21x between the 5 % and
-  95 % quantiles (energy 9.5-42.5, concrete 2.1-21.4, boston 2.6-56): the posterior trades the fit
-  of the mean for the spread, and the predictive comes out too wide (driving: MSE / mean variance
-  0.33-0.36; 45 % intervals cover 0.63-0.66, 95 % cover 0.97). A network whose features have nearly
-  constant norm would not pay this; the paper's PilotNet, trained 60 epochs, may have had such
-  features. Our driving CNN trained 10 epochs and has 4 of its 10 feature units dead. A check of the
-  explanation (a separate refit of energy split 0, ridge VI, seed 0, 14,000 VI iterations at most):
-  ReLU features give MAE 0.98 / MSE 1.53 against No Bayes 0.38 / 0.29; tanh features (bounded and
-  signed, so ||psi|| varies less; s_i 0.056-0.106 against 0.091-0.268) give 0.44 / 0.34 against
-  0.31 / 0.17; training the network without the head's bias makes it worse (1.30 / 3.13).
-- Marginal calibration (claim 4) does not reproduce: on driving the MDN has the smallest test gap
-  (0.033) and the IC-NLM 0.098, only the paper's MC dropout (no noise term, 0.158) is worse; on UCI
-  only the horseshoe IC-NLM on energy edges below MDN (0.065 against 0.067). In-sample (C2) the IC-NLM's gap is 0.07-0.12 everywhere. Part of
-  it is the KDE marginal itself on the small skewed UCI sets: sup |F_KDE - G_n| on the training
-  responses of split 0 is 0.19 (yacht), 0.08 (energy), 0.04 (boston), 0.02 (concrete), and 0.01 on
-  all 30,000 driving angles (normal-reference bandwidth, spec §2.1); the rest is the over-wide
-  predictive above.
-- Probabilistic calibration (claim 5) holds on all four UCI sets (both VI variants below MC dropout
-  and MDN) but not on driving, where MDN (0.018) beats the IC-NLM (0.061-0.065). MC dropout without
-  a noise term is the worst calibrated and the most overconfident method everywhere on driving
-  (95 % intervals cover 0.48; MSE / variance 6.0), as the paper says (claims 6, 7); with the
+Findings (one driving split, two splits per UCI set; read with the claims below).
+- **With the paper's ReLU features the IC-NLM predicts worse than its own network.** Driving: MAE
+  1.69-1.71 and MSE 5.43-5.63 for all four posteriors, against 0.99 / 2.05 for the same network's
+  output mapped back ("DNN on z (No Bayes)") and 0.94-0.98 / 1.91-2.06 for the deterministic net, MC
+  dropout and MDN; the paper has the IC-NLM best (Table 1). The same holds on every UCI set (energy:
+  MSE 2.4-3.4 against 0.29). Not the inference (VI and NUTS agree), not the discarded head: least
+  squares of z on the features without an intercept fits as well as the network (training R^2 of
+  split 0: energy 0.998 / 0.998, concrete 0.963 / 0.961, boston 0.984 / 0.984 for psi / network).
+  The cause is the model: z_i = s_i (psi_i' beta + eps_i) with s_i = (1 + psi_i' P^-1 psi_i)^(-1/2)
+  (spec §2.4) ties the conditional mean and spread to ||psi_i|| (spec §7.11), and ReLU features'
+  ||psi||^2 varies 4.5-21x between its 5 % and 95 % quantiles (energy 9.5-42.5, concrete 2.1-21.4,
+  boston 2.6-56), so the posterior trades the fit of the mean for the spread.
+- **tanh features (`icnlm-tanh`, ours; bounded and signed, so ||psi|| varies less) almost close the
+  gap.** MAE of the four posteriors against the tanh network's own output mapped back, with the ReLU
+  IC-NLM in brackets: driving 1.03-1.05 vs 1.00 (1.69-1.71); yacht 0.28-0.29 vs 0.25 (1.01-1.39);
+  energy 0.41-0.53 vs 0.34 (1.04-1.37); concrete 4.18-4.30 vs 3.63 (5.53-5.74); boston 1.95-1.97 vs
+  1.80 (3.57-3.79). The paper's PilotNet, trained 60 epochs, may have had features of nearly constant
+  norm; our driving CNN trained 10 epochs and has 4 of its 10 ReLU feature units dead.
+- **The price of tanh features is overconfidence on UCI.** MSE / mean predictive variance is 1.9
+  (concrete), 2.35-2.39 (boston), 1.6-9.3 (yacht; NUTS 6.5-9.3) and about 1 on energy, against
+  0.7-1.55 with ReLU features; on driving the predictive stays too wide (0.46-0.61). A test response
+  more than 8 conditional sds from the predictive lies outside the tabulated grid (module docstring of
+  `dubito.regression.copula`) and gets density 0, so the NLL column shows non-finite cells: driving
+  (horseshoe) and one or both splits of yacht, energy and boston. The estimator's exact
+  `log_density` is finite there; the NLL here is that of the predictive object the metrics receive.
+- **Marginal calibration (claim 4) does not reproduce with ReLU features**: on driving the MDN has the
+  smallest test gap (0.033) and the IC-NLM 0.098; only the paper's MC dropout (no noise term, 0.158)
+  is worse. On UCI the ReLU IC-NLM is behind MDN everywhere except energy's horseshoe (0.065 against
+  0.067). **With tanh features the IC-NLM has the smallest gap on yacht (0.060-0.073 against MDN
+  0.087) and boston (0.058-0.061 against 0.078)**, and 0.042-0.063 on driving. Part of the gap is the
+  KDE marginal itself on the small skewed UCI sets: sup |F_KDE - G_n| on the training responses of
+  split 0 is 0.19 (yacht), 0.08 (energy), 0.04 (boston), 0.02 (concrete), and 0.01 on the 30,000
+  driving angles (normal-reference bandwidth, spec §2.1).
+- **Probabilistic calibration (claim 5)** holds on all four UCI sets (both VI variants below MC dropout
+  and MDN) but not on driving, where MDN (0.018) beats the IC-NLM (0.060-0.064; with tanh features
+  0.022). MC dropout without a noise term is the worst calibrated and the most overconfident method on
+  driving (95 % intervals cover 0.48; MSE / variance 6.0), as the paper says (claims 6, 7); with the
   residual noise added it is among the better ones.
-- Error against variance (claim 7): ranked by the MSE of the 20 % most confident test points relative
-  to all, MDN is best and the horseshoe IC-NLM second, then ridge, then MC dropout, on driving (0.16,
-  0.42, 0.53, 0.76), concrete and energy, as the paper; not on boston and yacht. MC dropout (no noise)
-  is overconfident on driving, boston and concrete (MSE / variance 3-6); the ridge IC-NLM is not
-  (0.33-0.91): its predictive is too wide rather than too narrow.
-- VI and NUTS (claim 1, C1): their predictive metrics agree within 0.4 % on driving and within 2 %
-  on UCI except yacht (9 %), but the posterior means of beta differ by 0.35-1.8 NUTS sds (ridge) on
-  every data set, against C1's 0.1; on UCI the VI sds are up to 2-9x too small (ratio 0.11-0.53 at
-  the worst coordinate), on driving they agree (0.92-1.1). Only 200-300 draws per chain and
-  horseshoe NUTS with divergences (UCI) limit the NUTS side; the rank-3 VI on collinear ReLU
-  features is the likelier cause of the small sds.
-- Runtime (claim 2, C5): VI is 2-7x faster than NUTS on UCI; on driving (n = 24,000, CPU) VI took
-  253 s against 62 s (ridge) and 108 s (horseshoe) for NUTS with 200 + 200 draws, because VI's
-  50-draw batches cost O(50 n p) per iteration on one core while NUTS adapts a dense mass matrix
-  (the paper's fixed-step, unit-mass HMC was the slow one). C5 does not hold for this NUTS.
+- **Error against variance (claim 7)**: ranked by the MSE of the 20 % most confident test points
+  relative to all, MDN is best and the horseshoe IC-NLM second, then ridge, then MC dropout, on driving
+  (0.16, 0.42, 0.53, 0.76), concrete and energy, as the paper; not on boston and yacht.
+- **VI against NUTS (claim 1, C1).** On driving, after the 10,000-iteration minimum, the beta means
+  differ by at most 0.09 NUTS sd (ridge: C1 holds) and 0.20 (horseshoe), with VI sd / NUTS sd
+  0.93-1.0 and predictive metrics within 0.1 %; with the old minimum of 1,000 iterations (VI stopped
+  near 3,000) they differed by 1.09 and 1.64 sds. On UCI the ridge means agree within 0.07 sd on
+  boston and concrete but not on energy (0.78) and yacht (1.78), and VI's sds are up to 2-7x too small
+  (ratio 0.14-0.46 at the worst coordinate); yacht's VI had already run 11,600-14,000 iterations, so
+  there the rank-3 family on collinear ReLU features is the cause, not the stopping rule. The UCI
+  horseshoe comparisons (0.35-5.9 sd) are limited by NUTS itself: 69-241 divergent transitions and
+  R-hat up to 1.54 with 300 + 300 draws.
+- **Runtime (claim 2, C5).** VI is faster than NUTS on every UCI set (NUTS / VI wall time 1.2-6.1x
+  ridge, 4.4-5.6x horseshoe) but slower on driving: 639 s and 832 s for 10,000 VI iterations against
+  247 s and 330 s for NUTS (200 + 200 draws x 2 chains). Each VI iteration evaluates 50 gradients over
+  all n = 24,000 rows on one core (500,000 in all, against NUTS's 35,000-57,000 with an adapted dense
+  mass matrix), while the paper compared against fixed-step, unit-mass HMC. On a GPU the VI iteration
+  is cheap and the order reverses (docs/results/performance.md). C5 does not hold for this NUTS on a CPU.
 """
 
 
