@@ -45,20 +45,21 @@ from .dataset import Dataset, _as_index_array
 from .uci import DownloadError, cache_dir
 
 __all__ = [
-    "ImageDataset",
-    "read_idx",
-    "load_fashion_mnist",
-    "fashion_mnist_path",
+    "DEBIAN_DIR",
+    "DEFAULT_URL",
     "FASHION_CLASSES",
     "FILES",
     "SHA256",
-    "DEBIAN_DIR",
-    "DEFAULT_URL",
+    "ImageDataset",
+    "fashion_mnist_path",
+    "load_fashion_mnist",
+    "read_idx",
 ]
 
 DEBIAN_DIR = Path("/usr/share/datasets/fashion-mnist")
 DEFAULT_URL = "https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/master/data/fashion"
 DOWNLOAD_TIMEOUT_S = 60.0
+_N_TRAIN, _N_TEST = 60000, 10000
 
 FASHION_CLASSES = (
     "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
@@ -321,11 +322,13 @@ def _read_verified(folder: Path, stem: str) -> np.ndarray:
 
 @lru_cache(maxsize=2)
 def _arrays(folder: str, stamp: tuple) -> tuple[np.ndarray, ...]:
-    """uint8 images (70000, 28, 28) and labels, read once per folder and file state (``stamp``)."""
+    """uint8 images (70000, 28, 28) and int64 labels, read and verified once per folder and file
+    state (``stamp``: names, sizes, modification times)."""
     f = Path(folder)
     parts = [_read_verified(f, FILES[k]) for k in ("train_images", "train_labels", "test_images", "test_labels")]
     tr_x, tr_y, te_x, te_y = parts
-    if tr_x.shape != (60000, 28, 28) or te_x.shape != (10000, 28, 28) or tr_y.shape != (60000,) or te_y.shape != (10000,):
+    if (tr_x.shape != (_N_TRAIN, 28, 28) or te_x.shape != (_N_TEST, 28, 28) or tr_y.shape != (_N_TRAIN,)
+            or te_y.shape != (_N_TEST,)):
         raise ValueError(f"{folder}: unexpected Fashion-MNIST shapes {[p.shape for p in parts]}")
     images = np.concatenate([tr_x, te_x])
     labels = np.concatenate([tr_y, te_y]).astype(np.int64)
@@ -356,12 +359,12 @@ def load_fashion_mnist(*, data_dir=None, download: bool = True, timeout: float =
     """Fashion-MNIST as an `ImageDataset` with the standard split (first 60,000 rows = Zalando's
     training set, last 10,000 = its test set). ``n_train`` / ``n_test`` keep only the first rows of
     each part (quick runs; the files' order, which is not sorted by class)."""
-    n_tr = _check_count(n_train, "n_train", 60000)
-    n_te = _check_count(n_test, "n_test", 10000)
+    n_tr = _check_count(n_train, "n_train", _N_TRAIN)
+    n_te = _check_count(n_test, "n_test", _N_TEST)
     folder = fashion_mnist_path(data_dir=data_dir, download=download, timeout=timeout)
     images, labels = _arrays(str(folder), _stamp(folder))
-    tr = np.arange(60000 if n_tr is None else n_tr)
-    te = 60000 + np.arange(10000 if n_te is None else n_te)
+    tr = np.arange(_N_TRAIN if n_tr is None else n_tr)
+    te = _N_TRAIN + np.arange(_N_TEST if n_te is None else n_te)
     rows = np.concatenate([tr, te])
     X = images[rows].reshape(rows.size, 784).astype(np.float32)
     X *= np.float32(1.0 / 255.0)

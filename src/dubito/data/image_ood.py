@@ -29,7 +29,7 @@ import numpy as np
 from .fashion_mnist import ImageDataset
 from .image_shift import Camera
 
-__all__ = ["load_mnist_digits", "load_letters", "render_letter", "LETTER_FONT_SIZES", "LETTER_STROKES"]
+__all__ = ["LETTER_FONT_SIZES", "LETTER_STROKES", "load_letters", "load_mnist_digits", "render_letter"]
 
 MNIST_CITATION = (
     "Y. LeCun, L. Bottou, Y. Bengio and P. Haffner (1998), Gradient-based learning applied to document "
@@ -50,7 +50,7 @@ def _first_rows_split(y: np.ndarray, frac: float = 0.8) -> list[tuple[np.ndarray
     train, test = [], []
     for c in np.unique(y):
         rows = np.flatnonzero(y == c)
-        k = int(round(frac * rows.size))
+        k = round(frac * rows.size)
         k = min(max(k, 1), rows.size - 1) if rows.size > 1 else rows.size
         train.append(rows[:k])
         test.append(rows[k:])
@@ -136,7 +136,7 @@ def _fit_box(glyph: np.ndarray, box: int, size: int) -> np.ndarray:
     g = glyph[rows[0]: rows[-1] + 1, cols[0]: cols[-1] + 1]
     h, w = g.shape
     k = box / max(h, w)
-    nh, nw = max(1, int(round(h * k))), max(1, int(round(w * k)))
+    nh, nw = max(1, round(h * k)), max(1, round(w * k))
     small = Image.fromarray(g).resize((nw, nh), Image.Resampling.LANCZOS)
     out = np.zeros((size, size), dtype=np.float64)
     top, left = (size - nh) // 2, (size - nw) // 2

@@ -35,20 +35,20 @@ from scipy import ndimage
 
 __all__ = [
     "Camera",
-    "domain_gap",
-    "make_views",
-    "view_angles",
+    "add_noise",
+    "adjust_brightness",
+    "adjust_contrast",
+    "adjust_gamma",
     "affine",
-    "rotate",
-    "rescale",
-    "translate",
+    "as_images",
     "blur",
     "dilate",
-    "adjust_gamma",
-    "adjust_contrast",
-    "adjust_brightness",
-    "add_noise",
-    "as_images",
+    "domain_gap",
+    "make_views",
+    "rescale",
+    "rotate",
+    "translate",
+    "view_angles",
 ]
 
 _CHUNK = 2048  # images per gather: ~6 float64 arrays of 2048 x 784 = 77 MB at 28x28
@@ -366,7 +366,7 @@ class Camera:
         if not isinstance(self.dilation_size, Integral) or self.dilation_size < 1:
             raise ValueError(f"Camera.dilation_size must be an int >= 1, got {self.dilation_size!r}")
 
-    def at_strength(self, strength: float) -> "Camera":
+    def at_strength(self, strength: float) -> Camera:
         """This camera with every parameter moved from its neutral value linearly by ``strength``
         (0: identity, 1: this camera, 2: twice as far; e.g. gamma ``1 + strength (gamma - 1)``,
         dilation probability capped at 1). [R: the spec names strengths but no mapping.]"""
@@ -422,17 +422,17 @@ class Camera:
 # The spec's domain gap for 8x8 digits at "strength 0.5" (§5.1): rotation +-20 deg, shift +-0.75 px,
 # 2x2 grey dilation with probability 0.5, blur sigma 0.3, gamma 1.4, contrast x0.8, offset +0.075,
 # noise N(0, 0.04^2). Pixel lengths (shift, blur) scale with the image side / 8. [T-pilot / spec §5.1]
-_GAP_HALF_8PX = dict(
-    rotation_jitter=20.0,
-    shift_jitter=0.75,
-    dilation_size=2,
-    dilation_prob=0.5,
-    blur_sigma=0.3,
-    gamma=1.4,
-    contrast=0.8,
-    brightness=0.075,
-    noise_sd=0.04,
-)
+_GAP_HALF_8PX = {
+    "rotation_jitter": 20.0,
+    "shift_jitter": 0.75,
+    "dilation_size": 2,
+    "dilation_prob": 0.5,
+    "blur_sigma": 0.3,
+    "gamma": 1.4,
+    "contrast": 0.8,
+    "brightness": 0.075,
+    "noise_sd": 0.04,
+}
 
 
 def domain_gap(strength: float = 0.5, image_size: int = 28) -> Camera:
@@ -478,7 +478,7 @@ def make_views(X, n_views: int = 3, seed=0, *, spread: float = 15.0, camera: Cam
     if camera is None:
         camera = Camera()
     if not isinstance(camera, Camera):
-        raise ValueError(f"camera must be a dubito.data.image_shift.Camera or None, got {type(camera).__name__}")
+        raise ValueError(f"camera must be a dubito.data.image_shift.Camera or None, got {type(camera).__name__}")  # noqa: TRY004
     if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
         raise ValueError(f"seed must be a non-negative int, got {seed!r}")
     imgs, _ = as_images(X, image_shape)

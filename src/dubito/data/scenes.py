@@ -28,22 +28,22 @@ converge to `SceneTypes.pair_distribution` (the generating distribution; tests c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from numbers import Integral, Real
-from typing import Sequence
 
 import numpy as np
 
 __all__ = [
+    "CONTEXT_PRESETS",
     "FASHION_CONFUSED_PAIRS",
+    "SceneBenchmark",
     "SceneTypes",
     "Scenes",
-    "SceneBenchmark",
-    "most_confused_pairs",
-    "make_scene_types",
-    "sample_scenes",
     "make_scene_benchmark",
-    "CONTEXT_PRESETS",
+    "make_scene_types",
+    "most_confused_pairs",
+    "sample_scenes",
 ]
 
 # [R] Fashion-MNIST's well-known confusions (shirt/T-shirt, pullover/coat, shirt/coat, shirt/pullover,
@@ -359,7 +359,7 @@ def sample_scenes(scene_types: SceneTypes, n_scenes: int, *, size_range=(3, 6), 
     than the scene has objects of it). A class the scenes need but the pool lacks raises ValueError.
     """
     if not isinstance(scene_types, SceneTypes):
-        raise ValueError(f"scene_types must be a SceneTypes (make_scene_types), got {type(scene_types).__name__}")
+        raise ValueError(f"scene_types must be a SceneTypes (make_scene_types), got {type(scene_types).__name__}")  # noqa: TRY004
     n_scenes = _int(n_scenes, "n_scenes", 1)
     lo, hi = _check_size_range(size_range)
     K = scene_types.n_classes
