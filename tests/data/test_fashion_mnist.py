@@ -16,7 +16,7 @@ from dubito.data import load
 from dubito.data.fashion_mnist import ImageDataset, load_fashion_mnist, read_idx
 from dubito.data.uci import DownloadError
 
-DEBIAN_INSTALLED = all((fm.DEBIAN_DIR / f"{s}.gz").is_file() for s in fm.FILES.values())
+DEBIAN_INSTALLED = all((fm.DEBIAN_DIR / f"{s}.gz").is_file() for s in fm.FILES.values())  # not the cache
 needs_debian = pytest.mark.skipif(
     not DEBIAN_INSTALLED,
     reason="Debian package dataset-fashion-mnist not installed (`make fashion-mnist` or "
@@ -126,6 +126,8 @@ def test_tampered_file_fails_its_checksum(tiny_manifest, tmp_path):
 
 
 def test_offline_without_files_gives_clear_errors(tiny_manifest):
+    assert not fm.fashion_mnist_available()
+    assert fm.fashion_mnist_available(data_dir=tiny_manifest[0])
     with pytest.raises(FileNotFoundError, match="apt-get install dataset-fashion-mnist"):
         load_fashion_mnist(download=False)
     with pytest.raises(DownloadError, match="could not download Fashion-MNIST"):

@@ -51,6 +51,7 @@ __all__ = [
     "FILES",
     "SHA256",
     "ImageDataset",
+    "fashion_mnist_available",
     "fashion_mnist_path",
     "load_fashion_mnist",
     "read_idx",
@@ -309,6 +310,16 @@ def fashion_mnist_path(*, data_dir=None, download: bool = True, timeout: float =
         )
     _download(cached, timeout)
     return cached
+
+
+def fashion_mnist_available(*, data_dir=None) -> bool:
+    """Whether the four files are on this machine (``data_dir``, ``DUBITO_DATA``, the Debian package
+    or the cache), without downloading anything: for tests and benchmarks that skip otherwise."""
+    try:
+        fashion_mnist_path(data_dir=data_dir, download=False)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _read_verified(folder: Path, stem: str) -> np.ndarray:
