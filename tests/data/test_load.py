@@ -5,7 +5,8 @@ from dubito.data import Dataset, available, load
 from dubito.data.synthetic import toy1, toy1_function, toy2, toy2_function
 
 EXPECTED = {"diabetes", "toy1", "toy2", "qsar", "blog", "msd",
-            "boston", "concrete", "energy", "kin8nm", "naval", "power", "protein", "wine", "yacht", "driving"}
+            "boston", "concrete", "energy", "kin8nm", "naval", "power", "protein", "wine", "yacht", "driving",
+            "ood-wave", "fashion-mnist", "mnist-digits", "letters"}
 
 
 def test_available():
