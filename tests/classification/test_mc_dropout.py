@@ -136,7 +136,7 @@ def test_predictions_are_seeded_and_reproducible(digits):
     assert np.array_equal(a.sample_logits(Xte[:30]), b.sample_logits(Xte[:30]))
     assert np.array_equal(a.sample_logits(Xte[:30]), a.sample_logits(Xte[:30]))
     assert not np.array_equal(a.sample_logits(Xte[:30], random_state=1), a.sample_logits(Xte[:30]))
-    # a row's draws do not depend on the chunking of X
+    # another chunking of X (the masks then come in another order): same shapes
     small = MCDropoutClassifier(**kw, predict_batch_size=7).fit(Xtr, ytr)
     assert small.sample_logits(Xte[:30]).shape == (5, 30, 10)
 
