@@ -2,11 +2,13 @@
 
 MC-dropout classifiers with Bernoulli, concrete or Multi-Drop dropout (`MCDropoutClassifier`,
 `wrap` for any torch classifier) and deep ensembles of them (`DeepEnsembleClassifier`), all
-returning `dubito.predictive.ClassPredictive`.
+returning `dubito.predictive.ClassPredictive`; the co-occurrence CRF that refines the class
+probabilities of the objects of one scene (`CooccurrenceCRF`, `CooccurrenceStatistics`).
 """
 
+from dubito.classification.context import CooccurrenceCRF, CooccurrenceStatistics
 from dubito.classification.ensemble import DeepEnsembleClassifier
 from dubito.classification.mc_dropout import MCDropoutClassifier, mc_logits, wrap
 from dubito.classification.networks import build_network, insert_dropout
 
-__all__ = ["DeepEnsembleClassifier", "MCDropoutClassifier", "build_network", "insert_dropout", "mc_logits", "wrap"]
+__all__ = ["CooccurrenceCRF", "CooccurrenceStatistics", "DeepEnsembleClassifier", "MCDropoutClassifier", "build_network", "insert_dropout", "mc_logits", "wrap"]
