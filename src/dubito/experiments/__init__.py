@@ -14,6 +14,7 @@ _MODULES = {
     "ensembles": "dubito.experiments.ensembles",
     "icnlm": "dubito.experiments.icnlm",
     "ood": "dubito.experiments.ood",
+    "thesis": "dubito.experiments.thesis",
     "uci": "dubito.experiments.uci",
 }
 
