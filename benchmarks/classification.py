@@ -32,13 +32,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import sys
 import time
 
-for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common, also when imported by path
+from _common import Printer, header, one_thread_env, progress, torch_one_thread
+
+one_thread_env()
 
 T = 50            # MC passes (spec §2.3 [R])
 TARGET = 3.0      # batched at least 3x faster than the loop (issue 7)
@@ -47,34 +48,9 @@ NETWORKS = {"mlp": dict(n_features=64, image_shape=None), "cnn": dict(n_features
 DROPOUTS = ("bernoulli", "concrete", "multidrop")
 
 
-class Printer:
-    """print, and also collect the lines for ``--out``."""
-
-    def __init__(self, path=None):
-        self.path, self.lines = path, []
-
-    def __call__(self, line: str = "") -> None:
-        print(line, flush=True)
-        self.lines.append(line)
-        if self.path:
-            with open(self.path, "w") as fh:
-                fh.write("\n".join(self.lines) + "\n")
-
-
-def progress(msg: str) -> None:
-    print(f"  ... {msg}", file=sys.stderr, flush=True)
-
-
-def _torch():
-    import torch
-
-    torch.set_num_threads(1)
-    return torch
-
-
 def time_mc(network: str, dropout: str, query: int, n: int, t: int, repeats: int, seed: int = 0) -> dict:
     """Median seconds of the loop and the batched passes over n inputs in queries of ``query``."""
-    torch = _torch()
+    torch = torch_one_thread()
     from dubito.classification import build_network, mc_logits
 
     cfg = NETWORKS[network]
@@ -133,14 +109,8 @@ def main(argv=None) -> None:
     t = 10 if args.quick else T
     repeats = 1 if args.quick else args.repeats
     queries = {1: 8, 16: 32, 256: 256} if args.quick else QUERIES
-    torch = _torch()
-    import dubito
-
     out = Printer(args.out)
-    out(f"dubito {dubito.__version__}, torch {torch.__version__}, Python {platform.python_version()}, "
-        f"{platform.machine()}, {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}, "
-        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}; load average "
-        + (", ".join(f"{v:.1f}" for v in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"))
+    out(header(torch_one_thread()))
     started = time.perf_counter()
     out(f"\n1. MC-dropout prediction, T = {t} passes: loop over T vs batched (float32, CPU; batched in chunks of "
         f"{max(1, 1024 // t)} inputs; seconds per 1,000 inputs, median of {repeats} timed runs after a warm-up)")

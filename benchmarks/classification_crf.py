@@ -21,33 +21,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import sys
 import time
 import warnings
 
-for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common, also when imported by path
+from _common import Printer, header, one_thread_env, progress
 
+one_thread_env()
 import numpy as np
-
-
-class Printer:
-    """print() that also appends to ``--out`` (line by line, so a long run leaves its partial table)."""
-
-    def __init__(self, path):
-        self.file = open(path, "w") if path else None
-
-    def __call__(self, line: str = "") -> None:
-        print(line, flush=True)
-        if self.file:
-            self.file.write(line + "\n")
-            self.file.flush()
-
-
-def progress(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def scene_statistics(k: int, seed: int = 0, n_scenes: int = 2000, n_types: int = 5):
@@ -133,12 +116,8 @@ def main(argv=None) -> None:
     parser.add_argument("--quick", action="store_true", help="K = 3, n = 3..5, 3 scenes per cell (smoke test)")
     parser.add_argument("--out", default=None, help="also write the printed table to this file")
     args = parser.parse_args(argv)
-    import dubito
-
     out = Printer(args.out)
-    out(f"dubito {dubito.__version__}, numpy {np.__version__}, Python {platform.python_version()}, "
-        f"{platform.machine()}, {os.cpu_count()} CPUs, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}; "
-        "load average " + (", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"))
+    out(header())
     started = time.perf_counter()
     if args.quick:
         crf_per_scene(out, ks=(3,), sizes=range(3, 6), budget=0.0, min_reps=3, max_reps=3)

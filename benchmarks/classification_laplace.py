@@ -38,41 +38,23 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import platform
-import statistics
 import sys
 import time
 
-for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common, also when imported by path
+from _common import (
+    Printer,
+    header,
+    median_seconds,
+    one_thread_env,
+    progress,
+    torch_one_thread,
+)
+
+one_thread_env()
 
 T = 50                      # weight samples (spec §2.7 [R])
 TS = (1, 10, 50, 100)       # T of table 3
-
-
-class Printer:
-    """print, and also collect the lines for ``--out``."""
-
-    def __init__(self, path=None):
-        self.path, self.lines = path, []
-
-    def __call__(self, line: str = "") -> None:
-        print(line, flush=True)
-        self.lines.append(line)
-        if self.path:
-            with open(self.path, "w") as fh:
-                fh.write("\n".join(self.lines) + "\n")
-
-
-def progress(msg: str) -> None:
-    print(f"  ... {msg}", file=sys.stderr, flush=True)
-
-
-def _torch():
-    import torch
-
-    torch.set_num_threads(1)
-    return torch
 
 
 def load_data(n_train: int, n_test: int):
@@ -96,14 +78,7 @@ def load_data(n_train: int, n_test: int):
 
 def timed(fn, repeats: int) -> float:
     """Median seconds of ``repeats`` runs after one warm-up (no warm-up when repeats == 1)."""
-    if repeats > 1:
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return median_seconds(fn, repeats, warmup=repeats > 1)
 
 
 def main(argv=None) -> None:
@@ -122,19 +97,15 @@ def main(argv=None) -> None:
     repeats = 1 if args.quick else args.repeats
     ts = (1, 10) if args.quick else TS
 
-    torch = _torch()
+    torch = torch_one_thread()
 
-    import dubito
     from dubito.classification import MCDropoutClassifier
     from dubito.classification.laplace import KFACLaplace, jittered_cholesky
     from dubito.metrics.classification import accuracy, nll
     from dubito.predictive.classes import ClassPredictive
 
     out = Printer(args.out)
-    out(f"dubito {dubito.__version__}, torch {torch.__version__}, Python {platform.python_version()}, "
-        f"{platform.machine()}, {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}, "
-        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}; load average "
-        + (", ".join(f"{v:.1f}" for v in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"))
+    out(header(torch))
     started = time.perf_counter()
     progress("data")
     X, y, Xte, yte, shape, name = load_data(n_train, n_pred)

@@ -35,14 +35,15 @@ import argparse
 import cProfile
 import multiprocessing as mp
 import os
-import platform
 import pstats
 import statistics
 import sys
 import time
 
-for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common, also when imported by path
+from _common import Printer, header, one_thread_env, progress, torch_one_thread
+
+one_thread_env()
 
 P = 8                    # inputs (spec §2.5)
 TARGET = 0.1             # s per sweep at N = 1000, 4 x 50 (issue 5)
@@ -53,16 +54,9 @@ PILOT = {(1000, 50, 4): 0.23, (4000, 50, 4): 0.82, (10_000, 50, 4): 2.1, (N_PROT
          (1000, 100, 4): 0.60, (1000, 50, 8): 0.55}
 
 
-def _torch():
-    import torch
-
-    torch.set_num_threads(1)
-    return torch
-
-
 def make_chain(n: int, width: int, depth: int, seed: int = 0):
     """(params, latents, X, y, priors) of a fresh chain on synthetic data (module docstring)."""
-    torch = _torch()
+    torch = torch_one_thread()
     from dubito.regression.deepnoise_gibbs import init_latents, random_init
     from dubito.regression.deepnoise_model import DeepNoisePriors, forward_sample
 
@@ -135,7 +129,7 @@ def run_chain(args: tuple) -> float:
 
 
 def _noop(_):
-    _torch()
+    torch_one_thread()
     import dubito.regression.deepnoise_gibbs  # noqa: F401  (the import the workers pay for)
     time.sleep(0.2)  # hold this worker so that every worker gets (and starts on) one task
     return 0.0
@@ -159,23 +153,6 @@ def chains(n_chains: int, n: int, width: int, depth: int, sweeps: int) -> dict:
         parallel = time.perf_counter() - start
     return {"n_chains": n_chains, "serial": serial, "parallel": parallel, "startup": startup,
             "serial_sweeps": sum(serial_sweeps), "parallel_sweeps_max": max(par_sweeps)}
-
-
-class Printer:
-    """print() that also appends to ``--out`` (line by line, so a long run leaves its partial table)."""
-
-    def __init__(self, path):
-        self.file = open(path, "w") if path else None
-
-    def __call__(self, line: str = "") -> None:
-        print(line, flush=True)
-        if self.file:
-            self.file.write(line + "\n")
-            self.file.flush()
-
-
-def progress(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def _pilot(n, k, l) -> str:
@@ -205,14 +182,8 @@ def main(argv=None) -> None:
         width, depth = 50, 4
         sweeps, warmup, large_sweeps, chain_sweeps, prof_sweeps = args.sweeps, 2, args.large_sweeps, args.chain_sweeps, 10
 
-    torch = _torch()
-    import dubito
-
     out = Printer(args.out)
-    out(f"dubito {dubito.__version__}, torch {torch.__version__}, Python {platform.python_version()}, "
-        f"{platform.machine()}, {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}, "
-        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}; load average "
-        + (", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"))
+    out(header(torch_one_thread()))
     out(f"data: X ~ N(0, I_{P}), y from a random {ACT} B-DeepNoise net (standardised); chain from random_init; "
         "float64, CPU")
     started = time.perf_counter()

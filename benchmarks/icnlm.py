@@ -42,14 +42,15 @@ import contextlib
 import cProfile
 import math
 import os
-import platform
 import pstats
-import statistics
 import sys
 import time
 import warnings
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common, also when imported by path
+from _common import Printer, header, median_seconds, progress, torch_one_thread
 
 P = 10            # features (the paper's last hidden layer)
 D_IN = 8          # inputs x of the synthetic feature map
@@ -212,15 +213,6 @@ def agreement(vi: dict, nuts: dict, psi_test, y_test, true_mean) -> dict:
 
 
 # ----------------------------------------------------------------------------- 3. throughput
-def _median_time(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 @contextlib.contextmanager
 def _predictive(est, kind: str):
     old = est.predictive
@@ -260,7 +252,7 @@ def throughput(fits: dict, psi_test, quick: bool) -> tuple[list[dict], dict]:
             with _predictive(est, kind), warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
                 est.predict_distribution(features=psi)  # warm-up
-                t = _median_time(lambda: est.predict_distribution(features=psi), repeats)
+                t = median_seconds(lambda: est.predict_distribution(features=psi), repeats)
             label = {"plugin": "plug-in" + (" (paper's HMC formula over J draws)" if method == "nuts" else ""),
                      "mixture": "posterior mixture over J draws"}[kind]
             rows.append({"fit": f"{prior}, n={key_n}, {method.upper()}", "kind": label, "J": 1 if (kind == "plugin" and method == "vi") else J,
@@ -283,23 +275,6 @@ def throughput(fits: dict, psi_test, quick: bool) -> tuple[list[dict], dict]:
 
 
 # ----------------------------------------------------------------------------- main
-class Printer:
-    """print() that also appends to ``--out`` (line by line, so a long run leaves its partial table)."""
-
-    def __init__(self, path):
-        self.file = open(path, "w") if path else None
-
-    def __call__(self, line: str = "") -> None:
-        print(line, flush=True)
-        if self.file:
-            self.file.write(line + "\n")
-            self.file.flush()
-
-
-def progress(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu", help="torch device of the posterior fits and predict_z (cpu|cuda)")
@@ -322,17 +297,10 @@ def main(argv=None) -> None:
         args.sizes, args.horseshoe_sizes = [2_000], []
     n_test = 1_000 if args.quick else N_TEST
 
-    import torch
-
-    if "OMP_NUM_THREADS" not in os.environ:
-        torch.set_num_threads(1)
-    import dubito
-
+    torch = torch_one_thread(force=False)
     _count_gradients()
     out = Printer(args.out)
-    gpu = f" ({torch.cuda.get_device_name()})" if args.device.startswith("cuda") and torch.cuda.is_available() else ""
-    out(f"dubito {dubito.__version__}, torch {torch.__version__}, Python {platform.python_version()}, "
-        f"{platform.machine()}, {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}, device {args.device}{gpu}")
+    out(header(torch, args.device))
     started = time.perf_counter()
     data = Synthetic()
     psi_test, y_test, true_mean = data.sample(n_test, TEST_SEED)

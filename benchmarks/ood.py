@@ -27,43 +27,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import sys
 import time
 
-for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common, also when imported by path
+from _common import Printer, header, one_thread_env, progress, torch_one_thread
+
+one_thread_env()
 
 TARGET = 1.0  # s per FuNN-HyVI boston epoch on one core (issue 6)
 #: spec §6 "Compute": the direct implementation, s per epoch (contended 2-core machine, 1 thread)
 DIRECT = {("boston", "function"): 2.4, ("boston", "parameter"): 1.0, ("power", "function"): 10.0}
 CONFIG = {"boston": dict(hidden=50, batch_size=50, noise_std=2.5),  # spec §2.1, §2.8, §2.9
           "power": dict(hidden=100, batch_size=500, noise_std=3.1)}
-
-
-def _torch():
-    import torch
-
-    torch.set_num_threads(1)
-    return torch
-
-
-class Printer:
-    """print() that also appends to ``--out`` (line by line, so a long run leaves its partial table)."""
-
-    def __init__(self, path):
-        self.file = open(path, "w") if path else None
-
-    def __call__(self, line: str = "") -> None:
-        print(line, flush=True)
-        if self.file:
-            self.file.write(line + "\n")
-            self.file.flush()
-
-
-def progress(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def train_split(name: str):
@@ -79,7 +56,7 @@ def train_split(name: str):
 
 def time_epochs(name: str, space: str, family: str, epochs: int, quick: bool) -> dict:
     """Median wall and CPU seconds per training epoch after one warm-up epoch."""
-    _torch()
+    torch_one_thread()
     from dubito.regression.hyper_vi import HyperVIRegressor
 
     X, y = train_split(name)
@@ -116,7 +93,7 @@ def _profiler_peak_mib(prof) -> float:
 
 def knn_row(backend: str, n: int, d: int) -> dict:
     """Seconds and peak memory (MiB) of one knn_entropy call on N(0, I_d) samples (n, d)."""
-    torch = _torch()
+    torch = torch_one_thread()
     import tracemalloc
 
     import numpy as np
@@ -151,14 +128,8 @@ def main(argv=None) -> None:
     parser.add_argument("--out", default=None, help="also write the printed tables to this file")
     args = parser.parse_args(argv)
     epochs = 2 if args.quick else args.epochs
-    torch = _torch()
-    import dubito
-
     out = Printer(args.out)
-    out(f"dubito {dubito.__version__}, torch {torch.__version__}, Python {platform.python_version()}, "
-        f"{platform.machine()}, {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}, "
-        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}; load average "
-        + (", ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"))
+    out(header(torch_one_thread()))
     started = time.perf_counter()
 
     out(f"\n1. seconds per training epoch (median of {epochs} after 1 warm-up; 100 LL + 500 q + 500 prior draws "

@@ -26,21 +26,21 @@ from __future__ import annotations
 import argparse
 import io
 import os
-import platform
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:  # workers import this file as module "performance"
+if str(HERE) not in sys.path:  # workers import this file as module "performance"; and _common
     sys.path.insert(0, str(HERE))
 _SHARED_UCI = HERE.parents[1] / "shared" / "data" / "uci"  # as in tests/conftest.py
 if _SHARED_UCI.is_dir():
     os.environ.setdefault("DUBITO_DATA", str(_SHARED_UCI))
 
-from dubito.experiments.base import CellResult, Experiment, MetricSpec, Preset  # noqa: E402
+from _common import Printer, header, median_seconds, torch_one_thread
+
+from dubito.experiments.base import CellResult, Experiment, MetricSpec, Preset
 
 N_TRIVIAL = 200  # cells of the trivial grid
 
@@ -66,15 +66,6 @@ EXPERIMENT = Experiment(
 )
 
 UCI_SETTINGS = dict(hidden=(50,), batch_size=100, lr=0.01, weight_decay=1e-8, lr_drop="none")
-
-
-def _median_time(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def _quiet_console(terminal=False):
@@ -107,14 +98,14 @@ def runner_overhead(tmp: Path, repeats: int) -> dict:
 
     direct()
     grid(progress=False)()  # warm-up (imports, git commit lookup)
-    t_direct = _median_time(direct, repeats)
-    t_grid = _median_time(grid(progress=False), repeats)
-    t_bar = _median_time(grid(progress=True, terminal=True), repeats)
-    t_skip = _median_time(lambda: run_grid("trivial", preset="grid", store=tmp / "trivial-0.sqlite",
+    t_direct = median_seconds(direct, repeats)
+    t_grid = median_seconds(grid(progress=False), repeats)
+    t_bar = median_seconds(grid(progress=True, terminal=True), repeats)
+    t_skip = median_seconds(lambda: run_grid("trivial", preset="grid", store=tmp / "trivial-0.sqlite",
                                            progress=False, console=_quiet_console()), repeats)
     # process pool: the whole grid and a quarter of it give start-up and marginal cost per cell
-    t_pool = _median_time(grid(progress=False, executor="process", workers=2), 1)
-    t_pool_quarter = _median_time(grid(progress=False, executor="process", workers=2, datasets=["d0"]), 1)
+    t_pool = median_seconds(grid(progress=False, executor="process", workers=2), 1)
+    t_pool_quarter = median_seconds(grid(progress=False, executor="process", workers=2, datasets=["d0"]), 1)
     marginal = (t_pool - t_pool_quarter) / (n - n // 4)
     return {
         "n": n,
@@ -217,8 +208,8 @@ def batched_vs_loop(device: str, quick: bool) -> list[dict]:
 
         fit(2, 0)  # warm-up
         for M in (5, 10):
-            t_batched = _median_time(lambda: fit(M, 0), repeats)
-            t_loop = _median_time(lambda: [fit(1, seed) for seed in range(M)], repeats)
+            t_batched = median_seconds(lambda: fit(M, 0), repeats)
+            t_loop = median_seconds(lambda: [fit(1, seed) for seed in range(M)], repeats)
             out.append({"data": f"{label} ({n}x{d})", "epochs": epochs, "M": M,
                         "batched": t_batched, "loop": t_loop, "speedup": t_loop / t_batched})
     return out
@@ -229,16 +220,10 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu", help="torch device for the ensemble fits")
     parser.add_argument("--quick", action="store_true", help="fewer epochs and repeats (smoke test)")
+    parser.add_argument("--out", default=None, help="also write the printed tables to this file")
     args = parser.parse_args(argv)
-
-    import torch
-
-    if "OMP_NUM_THREADS" not in os.environ:
-        torch.set_num_threads(1)
-    import dubito
-
-    print(f"dubito {dubito.__version__}, torch {torch.__version__}, Python {platform.python_version()}, "
-          f"{platform.machine()}, {os.cpu_count()} CPUs, torch threads {torch.get_num_threads()}, device {args.device}")
+    out = Printer(args.out)
+    out(header(torch_one_thread(force=False), args.device))
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -249,32 +234,32 @@ def main(argv=None) -> None:
     ens = batched_vs_loop(args.device, args.quick)
 
     ms = 1e3
-    print(f"\ntypical cell: {cell_label}: {cell_s:.2f} s\n")
-    print(f"1. runner overhead per cell (grid of {over['n']} trivial cells minus calling run_cell directly,"
-          f" {over['direct_per_cell'] * 1e6:.1f} us/cell)")
-    print("| executor | overhead per cell | / typical cell |")
-    print("|---|---:|---:|")
+    out(f"\ntypical cell: {cell_label}: {cell_s:.2f} s\n")
+    out(f"1. runner overhead per cell (grid of {over['n']} trivial cells minus calling run_cell directly,"
+        f" {over['direct_per_cell'] * 1e6:.1f} us/cell)")
+    out("| executor | overhead per cell | / typical cell |")
+    out("|---|---:|---:|")
     for label, key in (("local (in-process), no progress bar", "local_per_cell"),
                        ("local, with progress bar (terminal)", "local_bar_per_cell"),
                        (f"process pool, 2 workers: {over['n']} cells incl. start-up", "pool_per_cell"),
                        ("process pool, 2 workers: marginal cell (start-up excluded)", "pool_marginal_per_cell")):
-        print(f"| {label} | {over[key] * ms:.2f} ms | {over[key] / cell_s:.2e} |")
-    print(f"| process pool start-up (2 spawned workers importing torch), once per run | {over['pool_startup']:.2f} s | "
-          f"{over['pool_startup'] / cell_s:.2f} |")
-    print(f"| skipping a stored cell (re-run of a finished grid) | {over['skip_per_cell'] * ms:.3f} ms | "
-          f"{over['skip_per_cell'] / cell_s:.2e} |")
-    print(f"\n2. store cost per row ({cost['n']} rows, one transaction each; {cost['bytes_per_row']:.0f} bytes/row on disk)")
-    print("| operation | per row | / typical cell |")
-    print("|---|---:|---:|")
+        out(f"| {label} | {over[key] * ms:.2f} ms | {over[key] / cell_s:.2e} |")
+    out(f"| process pool start-up (2 spawned workers importing torch), once per run | {over['pool_startup']:.2f} s | "
+        f"{over['pool_startup'] / cell_s:.2f} |")
+    out(f"| skipping a stored cell (re-run of a finished grid) | {over['skip_per_cell'] * ms:.3f} ms | "
+        f"{over['skip_per_cell'] / cell_s:.2e} |")
+    out(f"\n2. store cost per row ({cost['n']} rows, one transaction each; {cost['bytes_per_row']:.0f} bytes/row on disk)")
+    out("| operation | per row | / typical cell |")
+    out("|---|---:|---:|")
     for label, key in (("claim (BEGIN IMMEDIATE)", "claim"), ("write (row + release claim)", "write"),
                        ("read back (rows())", "read")):
-        print(f"| {label} | {cost[key] * ms:.3f} ms | {cost[key] / cell_s:.2e} |")
-    print("\n3. batched ensemble training vs a loop over members (n_members=1 fits), same settings")
-    print("| data | epochs | M | batched | loop | loop / batched |")
-    print("|---|---:|---:|---:|---:|---:|")
+        out(f"| {label} | {cost[key] * ms:.3f} ms | {cost[key] / cell_s:.2e} |")
+    out("\n3. batched ensemble training vs a loop over members (n_members=1 fits), same settings")
+    out("| data | epochs | M | batched | loop | loop / batched |")
+    out("|---|---:|---:|---:|---:|---:|")
     for r in ens:
-        print(f"| {r['data']} | {r['epochs']} | {r['M']} | {r['batched']:.2f} s | {r['loop']:.2f} s | {r['speedup']:.1f}x |")
-    print(f"\ntotal benchmark time: {time.perf_counter() - started:.0f} s")
+        out(f"| {r['data']} | {r['epochs']} | {r['M']} | {r['batched']:.2f} s | {r['loop']:.2f} s | {r['speedup']:.1f}x |")
+    out(f"\ntotal benchmark time: {time.perf_counter() - started:.0f} s")
 
 
 if __name__ == "__main__":
