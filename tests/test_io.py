@@ -72,3 +72,20 @@ def test_atomic_write_keeps_old_file_on_failure(tmp_path, monkeypatch):
         atomic_write_text(path, "new")
     assert path.read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md"]
+
+
+def test_saved_files_get_the_umask_mode_not_mkstemps_0600(tmp_path):
+    """Atomic writes go through mkstemp (mode 0600); the result must have the mode a plain
+    open() would give, 0o666 minus the umask, like any other file the user writes."""
+    import os
+
+    from dubito.io import atomic_write_bytes, save_tensors
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"x")
+    atomic_write_bytes(tmp_path / "a.bin", b"x")
+    save_tensors(tmp_path / "m.safetensors", {"w": torch.zeros(2)}, "Thing", {"params": {}})
+    for name in ("a.bin", "m.safetensors"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == plain.stat().st_mode & 0o777 == 0o666 & ~mask

@@ -23,6 +23,18 @@ FORMAT_VERSION = "1"
 __all__ = ["atomic_write_bytes", "atomic_write_text", "save_tensors", "load_tensors", "FORMAT_VERSION"]
 
 
+def _umask_mode() -> int:
+    """0o666 minus the process umask: the mode ``open(path, "w")`` would give a new file
+    (``tempfile.mkstemp`` creates 0o600, which would make every saved file private). Read once,
+    at import: reading the umask means setting it, which is not thread-safe."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+_FILE_MODE = _umask_mode()
+
+
 def _atomic_replace(path: Path, write) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -32,6 +44,7 @@ def _atomic_replace(path: Path, write) -> None:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -64,6 +77,7 @@ def save_tensors(path, tensors: dict[str, torch.Tensor], cls_name: str, settings
     os.close(fd)
     try:
         save_file(cpu, tmp, metadata=metadata)
+        os.chmod(tmp, _FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

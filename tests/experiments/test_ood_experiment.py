@@ -215,3 +215,5 @@ def test_smoke_preset_end_to_end(uci_dir, tmp_path):
         assert text in md, text
     pngs = {p.name for p in (tmp_path / "out" / "ood").glob("*.png")}
     assert {"ood-wave-curve_1d-funn-hyvi.png", "ood-wave-curve_1d-hmc.png"} <= pngs
+    assert {"ood-wave-sigma_hist.png", "yacht-sigma_hist.png"} <= pngs  # the paper's histograms, drawn
+    assert "](ood/yacht-sigma_hist.png)" in md

@@ -334,3 +334,20 @@ def test_cli_report(report, tmp_path):
     assert (out / "fixture.md").is_file() and (out / "fixture" / "alpha-pit.png").is_file()
     result = CliRunner().invoke(app, ["report", "fixture", "--store", str(tmp_path / "none.sqlite")])
     assert result.exit_code == 2 and "no results store" in result.output
+
+
+def test_group_histograms_pool_cells_as_densities():
+    """figure_group_histograms draws each group's counts / (total x bin width): the step heights
+    integrate to 1 over the bins, whatever the group's size."""
+    from dubito.experiments.report_plots import figure_group_histograms
+
+    edges = [0.0, 1.0, 3.0]
+    fig = figure_group_histograms(edges, {"A": {"train": [2, 2], "ood": [0, 10]}, "B": {"train": [1, 0]}})
+    heights = {}
+    for ax in fig.axes:
+        for patch in ax.patches:
+            heights[(ax.get_title(), patch.get_label().split(" ")[0])] = patch.get_data()[0]
+    np.testing.assert_allclose(heights[("A", "train")], [0.5, 0.25])   # 2/(4*1), 2/(4*2)
+    np.testing.assert_allclose(heights[("A", "ood")], [0.0, 0.5])
+    np.testing.assert_allclose(heights[("B", "train")], [1.0, 0.0])
+    assert all(np.sum(h * np.diff(edges)) == pytest.approx(1.0) for h in heights.values())

@@ -306,6 +306,7 @@ def _plots(d: _Dataset, exp_name: str, plot_dir: Path, out_dir: Path) -> tuple[l
         fig = rp.figure_curve_1d(labelled, title=f"{where}: data, true function, {curve['level']:.0%} predictive intervals")
         save(fig, f"curve_1d-{_slug(m)}", f"{where} predictive intervals")
     _curve_plots(d, save, lines)
+    _group_histograms(d, save, lines)
     return lines, written
 
 
@@ -353,6 +354,34 @@ def _pool_curves(d: _Dataset, layout: str) -> tuple[dict | None, list[str]]:
     if counts:
         shared["hist_counts"] = np.sum(list(counts.values()), axis=0)
     return shared, problems
+
+
+def _group_histograms(d: _Dataset, save, lines: list[str]) -> None:
+    """The ``sigma_hist`` artefacts (report_plots layout): counts summed over a method's cells, one
+    panel per method; cells whose bin edges differ from the first cell's are left out."""
+    from dubito.experiments import report_plots as rp
+
+    edges, hists = None, {}
+    for m in d.methods:
+        for r in d.rows:
+            h = (r.artefacts or {}).get("sigma_hist") if r.method == m else None
+            if not isinstance(h, dict) or "edges_log10" not in h:
+                continue
+            edges = h["edges_log10"] if edges is None else edges
+            if h["edges_log10"] != edges:
+                continue
+            label = d.label(m, d.variants[m][0]) if len(d.variants[m]) == 1 else m
+            pooled = hists.setdefault(label, {})
+            for group, counts in h.items():
+                if group != "edges_log10":
+                    counts = counts["counts"] if isinstance(counts, dict) else counts
+                    pooled[group] = np.add(pooled.get(group, 0), np.asarray(counts, dtype=float))
+    if hists:
+        lines.extend(["sigma(x), the sd of the predictions at x, on the training, test and OOD points "
+                      "(histograms of log10 sigma, each group normalised to density; counts summed over the "
+                      "stored cells).", ""])
+        save(rp.figure_group_histograms(edges, hists, title=f"{d.name}: sigma on train / test / OOD points"),
+             "sigma_hist", f"{d.name} sigma histograms")
 
 
 def _curve_plots(d: _Dataset, save, lines: list[str]) -> None:

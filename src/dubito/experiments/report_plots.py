@@ -28,6 +28,12 @@ lists of all stored cells (splits × seeds) of a (dataset, method, variant).
 
 Optional extra keys are ignored. `check_curve_1d` validates a dict against this layout.
 
+``"sigma_hist"`` (the OOD experiment's Figs. 2, 5, 6): ``{"edges_log10": [...] (B + 1 bin edges of
+log10 sigma), "<group>": [...] (B counts) or {"counts": [...], ...}, ...}`` for groups such as
+``train``, ``test``, ``ood``.
+The report sums the counts of all stored cells of a (dataset, method) and draws one panel per
+method (`figure_group_histograms`).
+
 Curve layouts (``"marginal_density"``, ``"marginal_cdf_gap"``, ``"coverage_levels"``,
 ``"error_variance"``; see `CURVE_LAYOUTS` below): grids shared by the cells of a dataset and
 per-variant curves that the report averages over the cells (the IC-NLM paper's Figs. 7-8).
@@ -58,6 +64,7 @@ __all__ = [
     "CURVE_LAYOUTS",
     "check_curves",
     "figure_marginal_density",
+    "figure_group_histograms",
     "figure_marginal_cdf_gap",
     "figure_coverage_gap",
     "figure_error_variance",
@@ -321,4 +328,25 @@ def figure_error_variance(nu, mse_nu: Mapping[str, Any], share, mse_share: Mappi
     b.set(xlabel="share of points kept (smallest variances first)", ylabel="MSE", xlim=(0, 1.02), yscale="log")
     b.legend(fontsize=6, ncol=2)
     fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def figure_group_histograms(edges, hists: Mapping[str, Mapping[str, Any]], xlabel: str = "log10 sigma",
+                            title: str = "Histograms by group"):
+    """One panel per label: each group's counts on the shared ``edges`` drawn as a step density
+    (counts / (total x bin width)), so groups of different sizes compare (the OOD paper's Figs. 2, 5, 6)."""
+    edges = np.asarray(edges, dtype=float)
+    width = np.diff(edges)
+    fig, axes = _grid_axes(len(hists))
+    for ax, (label, groups) in zip(axes, hists.items()):
+        for group, counts in groups.items():
+            c = np.asarray(counts, dtype=float)
+            if c.sum() > 0:
+                ax.stairs(c / (c.sum() * width), edges, label=f"{group} ({int(c.sum())})", lw=1.2)
+        ax.set_title(label, fontsize=8)
+        ax.set_xlabel(xlabel, fontsize=7)
+        ax.tick_params(labelsize=6)
+        ax.legend(fontsize=6)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
     return fig
