@@ -9,6 +9,12 @@ Bayesian NNs", spec §2.6 [R]). With ``dropout="none"`` members this is a plain 
 
 Defaults: M = 3 (spec §2.6 [R]: the thesis's ensembles are its 3 seed models); ``estimator``
 None -> ``MCDropoutClassifier()`` (concrete dropout).
+
+Persistence (no pickle): an ensemble of `MCDropoutClassifier` members is saved as one
+``.safetensors`` file, each member's tensors under its own prefix (``m0.``, ``m1.``, ...) and the
+settings as JSON metadata; ``DeepEnsembleClassifier.load(path)`` gives bit-identical predictions.
+Members with a user network need ``load(path, network=...)``, as `MCDropoutClassifier.load`. Other
+member classes cannot be saved (ValueError).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 
+from dubito import io
 from dubito._validation import check_fitted, check_int
 from dubito.classification.mc_dropout import MCDropoutClassifier
 from dubito.predictive.classes import ClassPredictive
@@ -90,3 +97,64 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
     def predict(self, X) -> np.ndarray:
         labels = self.predict_distribution(X).predict()
         return self.classes_[labels]
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path) -> None:
+        """Write the fitted ensemble to ``path`` (one safetensors file, JSON settings, atomically;
+        no pickle). Only `MCDropoutClassifier` members can be saved."""
+        check_fitted(self, ["members_"])
+        bad = [type(m).__name__ for m in [self.estimator, *self.members_]
+               if m is not None and type(m) is not MCDropoutClassifier]
+        if bad:
+            raise ValueError(f"DeepEnsembleClassifier.save supports MCDropoutClassifier members only, got {bad[0]}")
+        tensors, members = {}, []
+        for i, mem in enumerate(self.members_):
+            t, s = mem._state()
+            tensors.update({f"m{i}.{k}": v for k, v in t.items()})
+            members.append(s)
+        rs = self.random_state
+        params = dict(n_members=int(self.n_members),
+                      random_state=int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else None,
+                      estimator=None if self.estimator is None else self.estimator._json_params())
+        user = None if self.estimator is None else (type(self.estimator.network).__name__
+                                                    if not isinstance(self.estimator.network, str) else None)
+        io.save_tensors(path, tensors, type(self).__name__,
+                        {"params": params, "members": members, "user_network": user})
+
+    @classmethod
+    def load(cls, path, *, device=None, network=None) -> DeepEnsembleClassifier:
+        """Read an ensemble written by `save`; ``device`` overrides the saved device setting,
+        ``network`` as in `MCDropoutClassifier.load` (needed iff the members have a user network).
+        A corrupted, truncated or foreign file raises ``ValueError``."""
+        tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
+        where = str(path)
+        try:
+            params = dict(settings["params"])
+            members = []
+            for i, ms in enumerate(settings["members"]):
+                pre = f"m{i}."
+                mt = {k[len(pre):]: v for k, v in tensors.items() if k.startswith(pre)}
+                members.append(MCDropoutClassifier._from_state(mt, ms, device=device, network=network,
+                                                               where=f"{where} (member {i})"))
+            base = params["estimator"]
+            if base is not None:
+                base = dict(base)
+                if settings.get("user_network") is not None:
+                    base["network"] = network
+                base["hidden"] = tuple(base["hidden"])
+                if base.get("image_shape") is not None:
+                    base["image_shape"] = tuple(base["image_shape"])
+                if device is not None:
+                    base["device"] = str(device)
+                base = MCDropoutClassifier(**base)
+            est = cls(estimator=base, n_members=params["n_members"], random_state=params["random_state"])
+        except (KeyError, TypeError, AttributeError, IndexError) as exc:
+            raise ValueError(f"{where} is a {cls.__name__} file with inconsistent contents (corrupted?): {exc}") from None
+        if not members:
+            raise ValueError(f"{where} is a {cls.__name__} file without members (corrupted?)")
+        est.members_ = members
+        est.classes_ = members[0].classes_
+        est.n_features_in_ = members[0].n_features_in_
+        if hasattr(members[0], "feature_names_in_"):
+            est.feature_names_in_ = members[0].feature_names_in_
+        return est

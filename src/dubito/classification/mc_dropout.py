@@ -45,6 +45,16 @@ Inputs: X (n, p) floats; images flattened channel-first with ``image_shape = (C,
 network then receives (n, C, H, W)); y integers 0..K-1 (K = ``n_classes`` or max(y) + 1).
 Built-in networks standardise X (one mean and sd over all pixels for images, per column
 otherwise); a user network receives X as given (``standardize="auto"``).
+
+Persistence (no pickle): ``est.save(path)`` writes one ``.safetensors`` file (`dubito.io`): the
+network's ``state_dict`` (``net.*``), the input scaling, loss / validation curves and rate history
+as tensors, the constructor settings and fitted scalars (K, seeds, rates, ...) as JSON metadata;
+``MCDropoutClassifier.load(path)`` rebuilds the network from the settings and loads the weights,
+so the loaded model predicts bit-identically (same ``random_state``, same device). A user network
+(an nn.Module or callable) is not JSON: ``save`` stores its weights and class name, and ``load``
+needs the architecture back, ``load(path, network=module_or_callable)`` (the same module or
+callable that was passed at construction; its weights are replaced by the saved ones, the argument
+itself is not changed); loading such a file without ``network`` raises ValueError.
 """
 
 from __future__ import annotations
@@ -57,8 +67,10 @@ import torch.nn.functional as F
 from sklearn.base import BaseEstimator, ClassifierMixin
 from torch import nn
 
+from dubito import io
 from dubito._validation import (
     check_choice,
+    check_fitted,
     check_float,
     check_int,
     validate_fit_data,
@@ -79,6 +91,8 @@ from dubito.predictive.classes import ClassPredictive
 from dubito.regression.deterministic import _check_device, _check_hidden, seeds_from
 
 __all__ = ["MCDropoutClassifier", "check_labels", "mc_logits", "wrap"]
+
+_FITTED_TENSORS = ("x_mean_", "x_scale_", "loss_curve_", "val_nll_curve_", "rate_history_")
 
 OPTIMIZERS = ("adam", "rmsprop")
 EXPANDS = ("dropout", "input")
@@ -528,6 +542,118 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
         """argmax_c p̄_c, (N,)."""
         labels = self.predict_distribution(X).predict()
         return self.classes_[labels]
+
+    # ------------------------------------------------------------------ persistence
+    def _json_params(self) -> dict:
+        """get_params as JSON: numpy scalars as Python ones, tuples as lists, a user network as None
+        (its class name goes to the fitted settings), a RandomState ``random_state`` as None (the
+        fitted seeds are saved, so predictions do not depend on it)."""
+        params = self.get_params(deep=False)
+        out = {}
+        for k, v in params.items():
+            if isinstance(v, (np.bool_, bool)):
+                v = bool(v)
+            elif isinstance(v, np.integer):
+                v = int(v)
+            elif isinstance(v, np.floating):
+                v = float(v)
+            elif isinstance(v, (tuple, list, np.ndarray)):
+                v = [x.item() if isinstance(x, np.generic) else x for x in v]
+            out[k] = v
+        if _is_module_network(self.network):
+            out["network"] = None
+        rs = params["random_state"]
+        out["random_state"] = int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else None
+        out["device"] = str(params["device"])
+        return out
+
+    def _state(self) -> tuple[dict[str, torch.Tensor], dict]:
+        """(tensors, settings) of the fitted model: what `save` writes (also used by
+        `DeepEnsembleClassifier.save`, one prefix per member)."""
+        check_fitted(self, ["net_"])
+        # clone: a module registered twice (a wrapped head) shares storage, which safetensors refuses
+        tensors = {f"net.{k}": v.detach().clone() for k, v in self.net_.state_dict().items()}
+        for name in _FITTED_TENSORS:
+            tensors[name.rstrip("_")] = torch.as_tensor(np.asarray(getattr(self, name), dtype=np.float64))
+        user = _is_module_network(self.network)
+        fitted = dict(
+            n_features_in=int(self.n_features_in_),
+            feature_names_in=[str(c) for c in getattr(self, "feature_names_in_", [])] or None,
+            n_classes=int(self.n_classes_),
+            image_shape=None if self.image_shape_ is None else [int(d) for d in self.image_shape_],
+            n_train=int(self.n_train_),
+            best_epoch=int(self.best_epoch_),
+            predict_seed=int(self.predict_seed_),
+            dropout_rates=[float(r) for r in self.dropout_rates_],
+            user_network=type(self.network).__name__ if user else None,
+        )
+        return tensors, {"params": self._json_params(), "fitted": fitted}
+
+    def save(self, path) -> None:
+        """Write the fitted model to ``path`` (one safetensors file, JSON settings, atomically; no
+        pickle). A user network's weights are saved; `load` then needs ``network=`` (module docstring)."""
+        tensors, settings = self._state()
+        io.save_tensors(path, tensors, type(self).__name__, settings)
+
+    @classmethod
+    def _from_state(cls, tensors: dict, settings: dict, *, device=None, network=None, where="") -> MCDropoutClassifier:
+        try:
+            params = dict(settings["params"])
+            fitted = settings["fitted"]
+            user_name = fitted.get("user_network")
+            if user_name is not None:
+                if network is None:
+                    raise ValueError(
+                        f"{where} holds a model with a user network ({user_name}), which a file cannot rebuild: pass the "
+                        f"architecture, {cls.__name__}.load(path, network=<the {user_name} module or callable>)")
+                if not _is_module_network(network):
+                    raise ValueError(f"network must be a torch nn.Module or a callable returning one, got {network!r}")
+                params["network"] = network
+            elif network is not None:
+                raise ValueError(f"{where} holds a built-in {params.get('network')!r} network; load it without network=")
+            params["hidden"] = tuple(params["hidden"])
+            if params.get("image_shape") is not None:
+                params["image_shape"] = tuple(params["image_shape"])
+            if device is not None:
+                params["device"] = str(device)
+            est = cls(**params)
+            s = est._settings()
+            p, k = int(fitted["n_features_in"]), int(fitted["n_classes"])
+            est.n_features_in_ = p
+            if fitted.get("feature_names_in"):
+                est.feature_names_in_ = np.asarray(fitted["feature_names_in"], dtype=object)
+            est.classes_ = np.arange(k)
+            est.n_classes_ = k
+            est.image_shape_ = None if fitted["image_shape"] is None else tuple(int(d) for d in fitted["image_shape"])
+            for name in _FITTED_TENSORS:
+                setattr(est, name, tensors[name.rstrip("_")].double().numpy())
+            if est.x_mean_.shape != (p,) or est.x_scale_.shape != (p,):
+                raise ValueError(f"{where} is a {cls.__name__} file with inconsistent tensor shapes (corrupted?)")
+            est.n_train_ = int(fitted["n_train"])
+            est.best_epoch_ = int(fitted["best_epoch"])
+            est.predict_seed_ = int(fitted["predict_seed"])
+            est.dropout_rates_ = [float(r) for r in fitted["dropout_rates"]]
+            with cls._rng(0, torch.device("cpu")):  # the init is overwritten; keep the caller's RNG as it was
+                net = est._build(s, p, k)
+            # one forward as at fit (sets the dropout layers' lazily found unit counts)
+            est._check_output(net, np.zeros((2, p)), k, dict(s, device=torch.device("cpu")))
+            state = {name[len("net."):]: v for name, v in tensors.items() if name.startswith("net.")}
+            net.load_state_dict(state, strict=True)
+            est.net_ = net.to(s["device"]).eval()
+        except (KeyError, TypeError, RuntimeError, AttributeError, IndexError) as exc:
+            raise ValueError(f"{where} is a {cls.__name__} file with inconsistent contents (corrupted?): {exc}") from None
+        return est
+
+    @classmethod
+    def load(cls, path, *, device=None, network=None) -> MCDropoutClassifier:
+        """Read a model written by `save`. ``device`` overrides the saved device setting;
+        ``network`` is required for (and only accepted with) a model saved with a user network:
+        the same nn.Module or callable as at construction (the saved weights replace its own in a copy).
+
+        A corrupted, truncated or foreign file raises ``ValueError``.
+        """
+        tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
+        return cls._from_state(tensors, settings, device=device, network=network, where=str(path))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

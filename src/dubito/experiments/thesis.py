@@ -53,7 +53,6 @@ import hashlib
 import json
 import math
 import os
-import pickle
 import time
 import warnings
 from pathlib import Path
@@ -245,17 +244,19 @@ def _model(dataset: str, method: str, seed: int, s: dict, data: _Data, device: s
     import dubito
     from dubito.classification import MCDropoutClassifier
     from dubito.experiments.store import git_commit
+    from dubito.io import atomic_write_text
 
     ms = {k: s[k] for k in MODEL_KEYS if k in s}
     key = json.dumps(dict(dataset=dataset, method=method, seed=int(seed), model=ms, data=s.get("data", {}),
                           version=dubito.__version__, commit=git_commit(Path(dubito.__file__).parent) or ""),
                      sort_keys=True, default=list)
-    path = _cache_dir() / (hashlib.sha256(key.encode()).hexdigest()[:24] + ".pkl")
-    if path.is_file():
+    stem = hashlib.sha256(key.encode()).hexdigest()[:24]
+    path = _cache_dir() / (stem + ".safetensors")
+    sidecar = _cache_dir() / (stem + ".json")  # the fit seconds (written after the model)
+    if path.is_file() and sidecar.is_file():
         try:
-            with open(path, "rb") as fh:
-                est, secs = pickle.load(fh)
-            return est, secs, True
+            secs = float(json.loads(sidecar.read_text())["fit_seconds"])
+            return MCDropoutClassifier.load(path, device=device), secs, True
         except Exception:  # noqa: BLE001 - a broken cache file is retrained
             pass
     est = MCDropoutClassifier(
@@ -269,11 +270,8 @@ def _model(dataset: str, method: str, seed: int, s: dict, data: _Data, device: s
     est.fit(data.X_tr, data.y_tr, validation_data=(data.X_val, data.y_val))
     secs = time.perf_counter() - t0
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        with open(tmp, "wb") as fh:
-            pickle.dump((est, secs), fh)
-        os.replace(tmp, path)
+        est.save(path)
+        atomic_write_text(sidecar, json.dumps({"fit_seconds": secs}))
     except OSError:
         pass
     return est, secs, False
