@@ -29,15 +29,23 @@ Methods (one cell per (dataset, method, seed) unless said otherwise; `VARIANT` l
   (`KFACLaplace`, post hoc, no retraining): ``laplace_<m>`` with the thesis's scale 1 and damping
   15 (dropout off while sampling), ``laplace_<m> (tuned)`` with (scale, damping) chosen on the
   spec's grid by source-validation NLL, and ``laplace_<m> +dropout`` (tuned, MC dropout kept on);
-  the precision-coverage curves of the adaptation pool (auto-labelling without fine-tuning); and
-  the co-occurrence CRF on synthetic scenes with this model's unaries.
+  the precision-coverage curves of the adaptation pool (auto-labelling without fine-tuning; also with
+  class-balanced selection, ``per_class`` "balanced" / "proportional"); and the co-occurrence CRF on
+  synthetic scenes with this model's unaries, in strong and weak context (``crf_*`` / ``crf_weak_*``).
+  Sensitivity rows from the same model: ``<m> T=<T>`` (the predictive from the first T of one draw
+  of max T passes, T in ``t_sweep``, spec §2.3) for the dropout methods; ``<m> (hard sampler)``
+  (concrete / Multi-Drop predicted with hard Bernoulli(p_keep) masks instead of the relaxed ones,
+  spec §2.4); and, retrained for the seeds in ``beta.seeds``, ``<m> β×<f>`` (concrete-dropout
+  entropy weight β = f/N instead of 1/N, spec §2.4) for cdp and mdp.
 * ``ensemble_ori``, ``ensemble_mcdp``, ``ensemble_cdp``, ``ensemble_mdp``: one cell (seed 0) that
   pools the seed models of the method (``member_seeds``; the thesis's ensembles are its 3 seed
   models, spec §2.6), M·T draws averaged in probability space.
 * ``autolabel``: per seed, `AutoLabeler` on the adaptation pool from the trained ``base`` model
   (cdp): uncertainty (confidence) vs random vs manual selection at equal size, q in ``fractions``,
-  plus all of the pool pseudo-labelled and no adaptation; fine-tuned on source ∪ S, evaluated on
-  the held-out 0 deg view.
+  plus all of the pool pseudo-labelled and no adaptation, class-balanced uncertainty selection
+  (``per_class``) and extra manual-labelling sizes (``manual_curve``); fine-tuned on source ∪ S,
+  evaluated on the held-out 0 deg view; each pseudo-labelled row's "manual labels saved" (spec §2.9,
+  `manual_labels_needed`) is read off the manual rows' (labels, accuracy) curve.
 
 Trained models are cached on disk (``DUBITO_THESIS_CACHE``, default ``~/.cache/dubito/thesis``),
 keyed by dataset, data and model settings, seed, dubito version and commit, so the ensemble and
@@ -94,6 +102,12 @@ MEASURES = ("confidence", "predictive_entropy", "mutual_information")
 SHORT = {"confidence": "conf", "predictive_entropy": "H", "mutual_information": "MI"}
 #: coverage levels of the precision-coverage summaries
 COVERAGES = (0.1, 0.2, 0.5, 1.0)
+#: class-balanced auto-label selection modes (spec §2.9 step 2; `dubito.classification.autolabel.select`)
+PER_CLASS = ("balanced", "proportional")
+#: MC sample counts of the T sensitivity (spec §2.3 [R])
+T_SWEEP = (10, 20, 50, 100)
+#: concrete-dropout regulariser scale β as multiples of the KL-consistent 1/N (spec §2.4 [R])
+BETA_FACTORS = (0.1, 10.0)
 #: CRF weight sweep (collapse at large w; spec §5.2 pilot: w = 4 already hurts)
 CRF_SWEEP = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 #: confusable pairs placed in different scene types (spec §5.1: 1-8, 2-3, 0-6, 7-8, 5-9 from the pilot)
@@ -235,7 +249,7 @@ def _model_seed(seed: int) -> int:
 
 
 MODEL_KEYS = ("network", "features", "hidden", "p", "epochs", "batch_size", "lr", "patience", "n_samples",
-              "optimizer", "weight_regularizer")
+              "optimizer", "weight_regularizer", "beta_factor")
 
 
 def _model(dataset: str, method: str, seed: int, s: dict, data: _Data, device: str, progress: bool):
@@ -264,7 +278,10 @@ def _model(dataset: str, method: str, seed: int, s: dict, data: _Data, device: s
         network=s.get("network", "mlp"), image_shape=(1, data.side, data.side), features=int(s.get("features", 256)),
         hidden=tuple(s.get("hidden", (256, 256, 256))), epochs=int(s["epochs"]), batch_size=int(s.get("batch_size", 128)),
         lr=float(s.get("lr", 1e-3)), patience=int(s.get("patience", 5)), optimizer=s.get("optimizer", "adam"),
-        weight_regularizer=float(s.get("weight_regularizer", 3.5e-6)), n_classes=data.K, device=device,
+        weight_regularizer=float(s.get("weight_regularizer", 3.5e-6)),
+        # β = factor / N_train (spec §2.4 sensitivity); absent: the classifier's KL-consistent 1/N_train
+        dropout_regularizer=(float(s["beta_factor"]) / len(data.y_tr)) if "beta_factor" in s else None,
+        n_classes=data.K, device=device,
         random_state=_model_seed(seed), progress=progress)
     t0 = time.perf_counter()
     est.fit(data.X_tr, data.y_tr, validation_data=(data.X_val, data.y_val))
@@ -342,17 +359,34 @@ def _precision_coverage(pred, y) -> tuple[dict, dict]:
             prec = float(np.mean(correct[sel]))
             curves[sm].append(prec)
             m_out[f"pc_prec_{int(round(100 * q))}_{sm}"] = prec
+    # class-balanced selection (spec §2.9 step 2, pitfall 13), confidence only: precision and how even the
+    # predicted classes are in S (smallest class count / the even share |S|/K; 1 = perfectly even)
+    yhat, k = pred.predict(), pred.n_classes
+    for pc in (None, *PER_CLASS):
+        suf = "" if pc is None else f"_{pc}"
+        for q in COVERAGES[:-1]:
+            sel = select(pred, measure="confidence", fraction=q, per_class=pc)
+            qq = round(100 * q)
+            if pc is not None:
+                m_out[f"pc_prec_{qq}_conf{suf}"] = float(np.mean(correct[sel]))
+            cnt = np.bincount(yhat[sel], minlength=k)
+            m_out[f"pc_even_{qq}_conf{suf}"] = float(cnt.min() / (sel.size / k))
     return m_out, curves
 
 
-def _crf(pool_probs, eval_probs, data: _Data, s: dict) -> tuple[dict, dict]:
+def _crf(pool_probs, eval_probs, data: _Data, s: dict, context: str = "strong") -> tuple[dict, dict]:
     """Spec §2.10 [R] on synthetic scenes: co-occurrence from label-only training scenes; w by grid
     (validation NLL) and by pseudo-likelihood on validation scenes (adaptation pool); test scenes
-    from the evaluation view; accuracy overall and on the confusable classes over a w sweep."""
+    from the evaluation view; accuracy overall and on the confusable classes over a w sweep.
+    ``context="weak"`` (spec §5.1 item 3: overlapping scene types) takes the ``crf.weak`` overrides
+    of the settings (smaller sizes in the smoke preset) and returns the same keys."""
     from dubito.classification import CooccurrenceCRF, CooccurrenceStatistics
     from dubito.data.scenes import make_scene_benchmark
 
-    c = s.get("crf", {})
+    c = dict(s.get("crf", {}))
+    weak = c.pop("weak", None) or {}
+    if context == "weak":
+        c.update(weak, context="weak")
     bench = make_scene_benchmark(data.K, val_labels=data.y_pool, test_labels=data.y_eval,
                                  confused_pairs=data.pairs, n_train=int(c.get("n_train", 2000)),
                                  n_val=int(c.get("n_val", 500)), n_test=int(c.get("n_test", 1000)),
@@ -365,6 +399,7 @@ def _crf(pool_probs, eval_probs, data: _Data, s: dict) -> tuple[dict, dict]:
     ty = bench.test.labels
     confusable = np.isin(ty, np.unique(np.asarray(data.pairs)))
 
+    @functools.cache  # the grid's and the sweep's w often coincide
     def test_acc(w):
         crf.weight = float(w)
         with warnings.catch_warnings():
@@ -374,12 +409,12 @@ def _crf(pool_probs, eval_probs, data: _Data, s: dict) -> tuple[dict, dict]:
         nll = float(-np.mean(np.log(np.maximum(r[np.arange(ty.size), ty], 1e-7))))
         return float(hit.mean()), float(hit[confusable].mean()), nll
 
-    sweep = {w: test_acc(w) for w in c.get("sweep", CRF_SWEEP)}
+    sweep = {float(w): test_acc(float(w)) for w in c.get("sweep", CRF_SWEEP)}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         w_grid = crf.fit_weight(vp, vy, method="grid", grid=c.get("grid")).weight
         w_pl = crf.fit_weight(vp, vy, method="pseudo-likelihood").weight
-    g, pl = test_acc(w_grid), test_acc(w_pl)
+    g, pl = test_acc(float(w_grid)), test_acc(float(w_pl))
     base = sweep.get(0.0) or test_acc(0.0)
     big = sweep[max(sweep)]
     out = dict(crf_acc_w0=base[0], crf_acc_conf_w0=base[1], crf_nll_w0=base[2], crf_w_grid=float(w_grid),
@@ -409,7 +444,46 @@ def _evaluate(pred_fn, data: _Data, primary: str, seed: int, with_crf: bool, s: 
         cm_, ca = _crf(pool.probs, ev.probs, data, s)
         m.update(cm_)
         art["crf_sweep"] = ca
+        if s.get("crf", {}).get("weak_context", True):
+            # the weak-context variant (spec §5.1 item 3) on the same unaries
+            cw, caw = _crf(pool.probs, ev.probs, data, s, context="weak")
+            m.update({"crf_weak_" + k.removeprefix("crf_"): v for k, v in cw.items()})
+            art["crf_sweep_weak"] = caw
     return m, art
+
+
+def _t_sweep(est, data: _Data, primary: str, seed: int, ts) -> dict:
+    """Sensitivity to the number of MC passes T (spec §2.3 [R]: T in {10, 20, 50, 100}): one draw of
+    max(T) passes on the adaptation pool and the primary OOD set, the predictive at each T from its
+    first T passes (nested, so the T rows differ only by the added passes); `scores` of each."""
+    from dubito.predictive.classes import ClassPredictive
+
+    ts = sorted({int(t) for t in ts})
+    lp = est.sample_logits(data.X_pool, n_samples=ts[-1], random_state=int(seed))
+    lo = est.sample_logits(data.ood[primary], n_samples=ts[-1], random_state=int(seed) + 1)
+    return {t: scores(ClassPredictive.from_logits(lp[:t]), data.y_pool,
+                      {primary: ClassPredictive.from_logits(lo[:t])}, primary) for t in ts}
+
+
+class _Sampler:
+    """Switch the concrete / Multi-Drop layers of a fitted MCDropoutClassifier to another test-time
+    sampler (spec §2.4: "relaxed" as trained, or "hard" Bernoulli(p_keep)) and back."""
+
+    def __init__(self, est, kind: str):
+        from dubito.nn.concrete_dropout import ConcreteDropout
+
+        self.mods = [m for m in est.net_.modules() if isinstance(m, ConcreteDropout)]
+        self.kind = kind
+
+    def __enter__(self):
+        self.old = [m.mc_sampler for m in self.mods]
+        for m in self.mods:
+            m.mc_sampler = self.kind
+        return len(self.mods)
+
+    def __exit__(self, *exc):
+        for m, o in zip(self.mods, self.old):
+            m.mc_sampler = o
 
 
 def _laplace(est, data: _Data, s: dict, seed: int, device: str):
@@ -454,6 +528,16 @@ def DROPOUT_OF(est) -> str:
 # ---------------------------------------------------------------------------------- cells
 
 
+def _keep_summary(est, method) -> dict:
+    """H6: mean keep probability at the start and the end of training, share of the sites whose keep probability rose."""
+    hist = np.asarray(getattr(est, "rate_history_", np.zeros((1, 0))), dtype=float)
+    if not hist.size or DROPOUT[method] not in ("concrete", "multidrop"):
+        return {}
+    keep = 1.0 - hist
+    return {"p_keep_start": float(keep[0].mean()), "p_keep_end": float(keep[-1].mean()),
+            "p_keep_sites_rising": float(np.mean(keep[-1] > keep[0]))}
+
+
 def _single_cell(cell, s, data, device, progress) -> CellResult:
     method, seed = cell.method, int(cell.seed)
     primary = PRIMARY_OOD[cell.dataset]
@@ -464,20 +548,41 @@ def _single_cell(cell, s, data, device, progress) -> CellResult:
     src = _predict(est, data.X_te, base_seed + 50)
     m["source_accuracy"] = float(np.mean(src.predict() == data.y_te))
     hist = np.asarray(getattr(est, "rate_history_", np.zeros((1, 0))), dtype=float)
-    if hist.size and DROPOUT[method] in ("concrete", "multidrop"):
-        keep = 1.0 - hist
-        m["p_keep_start"] = float(keep[0].mean())
-        m["p_keep_end"] = float(keep[-1].mean())
-        m["p_keep_sites_rising"] = float(np.mean(keep[-1] > keep[0]))
+    m.update(_keep_summary(est, method))
     m["epochs"] = float(len(getattr(est, "loss_curve_", [])))
     m["fit_seconds"] = float(fit_s)
     variants = {VARIANT[method]: m}
     artefacts = {"reliability": {VARIANT[method]: art["reliability"]},
                  "precision_coverage": {VARIANT[method]: art["precision_coverage"]},
                  "crf_sweep": {VARIANT[method]: art["crf_sweep"]}}
+    if "crf_sweep_weak" in art:
+        artefacts["crf_sweep_weak"] = {VARIANT[method]: art["crf_sweep_weak"]}
     info: dict[str, Any] = {"cache_hit": hit, "best_epoch": int(getattr(est, "best_epoch_", 0)),
                             "dropout_rates": np.asarray(getattr(est, "dropout_rates_", [])).round(5).tolist(),
                             "rate_history": np.asarray(hist).round(5).tolist()}
+    t2 = time.perf_counter()
+    if DROPOUT[method] != "none" and s.get("t_sweep", T_SWEEP):
+        # (1) T sensitivity: predictions of the same model (spec §2.3 [R])
+        for tt, tm in _t_sweep(est, data, primary, base_seed + 200, s.get("t_sweep", T_SWEEP)).items():
+            variants[f"{method} T={tt}"] = tm
+    if DROPOUT[method] in ("concrete", "multidrop") and s.get("hard_sampler", True):
+        # (5) the hard Bernoulli(p_keep) test-time sampler on the same model and the same seeds as the
+        # relaxed one, so both see the same uniforms u (hard mask = the relaxed mask rounded at 1/2)
+        with _Sampler(est, "hard"):
+            hm, ha = _evaluate(lambda X, sd: _predict(est, X, sd), data, primary, base_seed, False, s)
+        variants[f"{method} (hard sampler)"] = hm
+        artefacts["reliability"][f"{method} (hard sampler)"] = ha["reliability"]
+    b = s.get("beta", {})
+    if DROPOUT[method] in ("concrete", "multidrop") and seed in b.get("seeds", (0,)):
+        # β sensitivity (spec §2.4): retrained models (cached like the seed models), seed 0 only
+        for f in b.get("factors", BETA_FACTORS):
+            eb, fb, hb = _model(cell.dataset, method, seed, dict(s, beta_factor=float(f)), data, device, progress)
+            bm, _ = _evaluate(lambda X, sd, eb=eb: _predict(eb, X, sd), data, primary, base_seed, False, s)
+            bm.update(_keep_summary(eb, method), beta_factor=float(f), fit_seconds=float(fb),
+                      epochs=float(len(getattr(eb, "loss_curve_", []))))
+            variants[f"{method} β×{f:g}"] = bm
+            info.setdefault("beta_cache_hits", []).append(hb)
+    info["sensitivity_seconds"] = time.perf_counter() - t2
     if s.get("laplace", {}).get("enabled", True):
         t1 = time.perf_counter()
         laps, linfo = _laplace(est, data, s, seed, device)
@@ -512,8 +617,28 @@ def _ensemble_cell(cell, s, data, device, progress) -> CellResult:
     v = VARIANT[cell.method]
     return CellResult(variants={v: m}, artefacts={"reliability": {v: art["reliability"]},
                                                   "precision_coverage": {v: art["precision_coverage"]},
-                                                  "crf_sweep": {v: art["crf_sweep"]}},
+                                                  "crf_sweep": {v: art["crf_sweep"]},
+                                                  "crf_sweep_weak": {v: art.get("crf_sweep_weak")}},
                       info={"member_seeds": list(s.get("member_seeds", (0, 1, 2))), "cache_hits": hits})
+
+
+def manual_labels_needed(curve, target: float) -> tuple[float, bool]:
+    """The "manual labels saved" metric of spec §2.9: the fewest true labels at which the manual
+    baseline's held-out accuracy reaches ``target``. ``curve``: (number of manual labels, accuracy)
+    points, (0, no-adaptation accuracy) among them; read piecewise linearly in the number of labels
+    at the first point that reaches the target. Returns (labels, censored): censored = True when
+    no point reaches it (then the labels are the largest manual set, a lower bound)."""
+    pts = sorted((float(n), float(a)) for n, a in curve)
+    if not pts:
+        return float("nan"), True
+    (n0, a0) = pts[0]
+    if a0 >= target:
+        return n0, False
+    for n1, a1 in pts[1:]:
+        if a1 >= target:
+            return n0 + (target - a0) / (a1 - a0) * (n1 - n0), False
+        n0, a0 = n1, a1
+    return pts[-1][0], True
 
 
 def _autolabel_cell(cell, s, data, device, progress) -> CellResult:
@@ -529,26 +654,56 @@ def _autolabel_cell(cell, s, data, device, progress) -> CellResult:
     vi = rng.permutation(len(data.y_val))[:min(int(a.get("n_val", 2000)), len(data.y_val))]
     common = dict(measure=a.get("measure", "confidence"), finetune_epochs=int(a.get("epochs", 5)),
                   random_state=_model_seed(seed) + 5)
-    variants = {}
+    variants, per_class_art = {}, {}
     evald = (data.X_eval, data.y_eval)
-    runs = [("uncertainty", 1.0, "all pseudo-labelled (q = 1)")]
-    for q in a.get("fractions", (0.2, 0.5)):
+    fractions = [float(q) for q in a.get("fractions", (0.2, 0.5))]
+    runs = [("uncertainty", 1.0, None, "all pseudo-labelled (q = 1)")]
+    for q in fractions:
         for strat in ("uncertainty", "random", "manual"):
-            runs.append((strat, float(q), f"{strat} q={q:g}"))
+            runs.append((strat, q, None, f"{strat} q={q:g}"))
+        # (3) class-balanced selection (spec §2.9 step 2, pitfall 13)
+        for pc in a.get("per_class", PER_CLASS):
+            runs.append(("uncertainty", q, pc, f"uncertainty ({pc}) q={q:g}"))
+    # (4) more points of the manual-labelling curve for "manual labels saved"
+    for q in a.get("manual_curve", ()):
+        if float(q) not in fractions:
+            runs.append(("manual", float(q), None, f"manual q={float(q):g}"))
     none_done = False
-    for strat, q, name in runs:
-        al = AutoLabeler(est, strategy=strat, fraction=q, **common)
+    for strat, q, pc, name in runs:
+        al = AutoLabeler(est, strategy=strat, fraction=q, per_class=pc, **common)
         al.fit(data.X_tr[si], data.y_tr[si], data.X_pool, data.y_pool, eval_data=evald,
                validation_data=(data.X_val[vi], data.y_val[vi]))
         h0, h1 = al.history_[0], al.history_[-1]
         if not none_done:
             variants[f"{base}: no adaptation"] = {k: float(h0[k]) for k in ("accuracy", "nll", "brier", "ece")}
             none_done = True
+        counts = np.asarray(h1.get("per_class_counts", []), dtype=float)
+        cprec = np.asarray(h1.get("per_class_precision", []), dtype=float)
         variants[f"{base}: {name}"] = {
             **{k: float(h1[k]) for k in ("accuracy", "nll", "brier", "ece")},
             "label_precision": float(h1.get("precision", float("nan"))), "coverage": float(h1["coverage"]),
-            "n_selected": float(h1["n_selected"]), "n_manual_labels": float(h1["n_manual_labels"]), "q": q}
-    return CellResult(variants=variants, info={"base": base, "cache_hit": hit, "n_source_finetune": n_src})
+            "n_selected": float(h1["n_selected"]), "n_manual_labels": float(h1["n_manual_labels"]), "q": q,
+            "class_count_min": float(counts.min()) if counts.size else float("nan"),
+            "class_count_max": float(counts.max()) if counts.size else float("nan"),
+            "class_precision_min": (float(np.nanmin(cprec)) if cprec.size and np.isfinite(cprec).any()
+                                    else float("nan"))}
+        per_class_art[f"{base}: {name}"] = {"counts": counts.tolist(),
+                                           "precision": np.nan_to_num(cprec, nan=-1.0).round(4).tolist()}
+    # "manual labels saved" (spec §2.9): true labels the manual baseline needs to reach each pseudo-labelled
+    # selection's held-out accuracy, minus the manual labels that selection used (none)
+    curve = [(0.0, variants[f"{base}: no adaptation"]["accuracy"])]
+    curve += [(v["n_selected"], v["accuracy"]) for k, v in variants.items() if ": manual q=" in k]
+    for k, v in variants.items():
+        if ": manual" in k or k.endswith("no adaptation"):
+            continue
+        need, cens = manual_labels_needed(curve, v["accuracy"])
+        v["manual_labels_needed"] = need
+        v["manual_labels_saved"] = need - v["n_manual_labels"]
+        v["manual_saved_censored"] = float(cens)
+        v["manual_saved_per_selected"] = (need - v["n_manual_labels"]) / max(v["n_selected"], 1.0)
+    return CellResult(variants=variants, artefacts={"autolabel_per_class": per_class_art,
+                                                    "manual_curve": [list(p) for p in sorted(curve)]},
+                      info={"base": base, "cache_hit": hit, "n_source_finetune": n_src})
 
 
 def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
@@ -593,9 +748,14 @@ _SMOKE_COMMON = dict(
     data=dict(seed=0, augment=4, n_per_letter=4, n_patches=200, strength=0.5),
     network="mlp", features=32, hidden=[32, 32, 32], epochs=4, batch_size=128, patience=3, n_samples=10, p=0.1,
     laplace=dict(n_fit=500, n_val=300, n_samples=10, n_samples_grid=5, scales=[1.0, "n"], dampings=[1.0, 15.0]),
-    crf=dict(n_train=300, n_val=60, n_test=80, max_exact=1000, sweep=[0.0, 0.5, 4.0, 32.0], grid=[0.0, 0.5, 2.0]),
+    # max_exact as the paper preset's (exact up to 5 objects, loopy BP for 6): a quarter faster than 1,000
+    crf=dict(n_train=300, n_val=60, n_test=80, max_exact=100_000, sweep=[0.0, 0.5, 4.0, 32.0], grid=[0.0, 0.5, 2.0],
+             # the weak-context variant on fewer scenes and two sweep points (the smoke's time is mostly the CRF)
+             weak=dict(n_val=30, n_test=40, sweep=[0.0, 32.0])),
+    t_sweep=[5, 10, 20], beta=dict(factors=[10.0], seeds=[0]),
 )
-SMOKE_METHODS = _methods(_SMOKE_COMMON, (0, 1), dict(base="cdp", fractions=[0.5], epochs=1, n_source=1000, n_val=300))
+SMOKE_METHODS = _methods(_SMOKE_COMMON, (0, 1), dict(base="cdp", fractions=[0.5], epochs=1, n_source=1000, n_val=300,
+                                                     per_class=list(PER_CLASS), manual_curve=[0.1, 1.0]))
 
 _PAPER_COMMON = dict(
     data=dict(seed=0, n_source=20000, n_target=3000, n_source_test=2000, n_ood=2000, strength=0.5),
@@ -604,9 +764,11 @@ _PAPER_COMMON = dict(
     laplace=dict(n_fit=5000, n_val=2000, n_samples=50, n_samples_grid=10, scales=(1.0, 100.0, "n"),
                  dampings=(0.1, 1.0, 15.0, 100.0)),
     crf=dict(n_train=2000, n_val=500, n_test=1000, max_exact=100_000),
+    t_sweep=list(T_SWEEP), beta=dict(factors=list(BETA_FACTORS), seeds=[0]),
 )
 PAPER_METHODS = _methods(_PAPER_COMMON, (0, 1, 2), dict(base="cdp", fractions=[0.2, 0.5], epochs=5, n_source=10000,
-                                                         n_val=2000))
+                                                         n_val=2000, per_class=list(PER_CLASS),
+                                                         manual_curve=[0.1, 1.0]))
 
 
 class _ThesisExperiment(Experiment):
@@ -752,6 +914,26 @@ from 2,000 label-only training scenes (smoothing 1, symmetrised log-conditional)
 the adaptation pool (w by grid on validation NLL and by pseudo-likelihood), test scenes from the
 evaluation view; exact enumeration up to 10^5 configurations, loopy BP beyond.
 
+Sensitivity and extra variants (the author's follow-up list; spec §2.3, §2.4, §2.9, §5.1). From the
+same trained models, no retraining: T sensitivity (`<m> T=<T>`, T in {10, 20, 50, 100}: one draw of 100
+passes on the pool and the primary OOD set, the first T passes give the T row, so the rows are nested;
+judged by check S2 "the two largest T agree", our criterion, and as not-counted lines under H1/H4); the
+hard test-time sampler for concrete dropout and Multi-Drop (`<m> (hard sampler)`: the layers' mc_sampler
+switched to "hard" = Bernoulli(p_keep) masks, same seeds as the relaxed row, so both see the same uniforms;
+check S1, the spec's "both give similar metrics": |Δacc| < 0.01, |ΔNLL| < 5 %, |ΔECE| and |ΔAUROC| < 0.02,
+our thresholds); the weak-context CRF (`crf_weak_*`: scenes of overlapping types, `dubito.data.scenes`
+context="weak", same unaries, its own co-occurrence and w; H9 counts "weak context gains less on the
+confusable classes than strong"). Retrained: β sensitivity (`<m> β×<f>`, f in {0.1, 10}, for cdp and mdp
+at seed 0 only, cached like the seed models; the rows sit beside the H6 keep-probability lines, not
+counted). Auto-labelling: class-balanced selection (`uncertainty (balanced|proportional) q=...`, AutoLabeler
+per_class; and the same without fine-tuning in the precision-coverage table, with the smallest predicted
+class's share of S) as not-counted lines under H8 (spec pitfall 13; the spec states no verdict); manual
+labels saved (spec §2.9): the manual rows at q in `fractions` ∪ `manual_curve` (paper: 0.1, 0.2, 0.5, 1)
+and (0, no adaptation) make a curve of held-out accuracy against true labels; a pseudo-labelled row's
+"labels needed" is where that curve, read linearly between its points, first reaches the row's accuracy
+(censored at the largest manual set when no point does), and "saved" = needed minus the row's own manual
+labels (0); H8 (e) holds when the uncertainty selection saves labels.
+
 Cost of the paper preset (pilot: one cdp cell with 2 epochs, `nice -n 10`, one thread, 2 shared cores
 under load). Data preparation 11 s per process. Training: 12 s per epoch on 16,000 images (CNN), so at
 most 4 min per model (20 epochs; early stopping usually ends sooner); 12 seed models, about 45 min. MC
@@ -763,7 +945,12 @@ grid would add 9 min per model, so the preset takes 12 of its points (s in {1, 1
 about 9 min each (12: 1.8 h), ensembles about 2-3 min each (4), auto-labelling about 8 min per seed (7
 fine-tunes of 5 epochs on 10,000 source rows ∪ S): about 2.3 CPU hours in all. Reductions against the
 spec/thesis: 20,000 of the 60,000 source images, 3,000 target objects (x 3 views), 2,000 + ~2,000 OOD
-images, the Laplace grid above, auto-labelling at q in {0.2, 0.5} only.
+images, the Laplace grid above, auto-labelling at q in {0.2, 0.5} only. The sensitivity variants add
+about 55 min (estimated from the same pilot rates): T sensitivity one 100-pass draw on 8,000 images (40 s)
+per dropout model (9: 6 min); the hard sampler one evaluation without CRF (25 s) per cdp/mdp model (6:
+2.5 min); the weak-context CRF about 20 s per cell (16: 5 min); β sensitivity 4 retrained models (<= 4
+min each + 25 s evaluation: about 18 min); auto-labelling 6 more fine-tunes per seed (4 class-balanced,
+manual at q = 0.1 and 1: about 7 min per seed, 21 min). In all about 3.2 CPU hours on one thread.
 """
 
 
@@ -775,7 +962,8 @@ EXPERIMENT = _ThesisExperiment(
         "smoke": Preset(
             name="smoke",
             description="pipeline test (about a minute): sklearn 8x8 digits, MLP 32-wide, 4 epochs, T = 10, one seed "
-            "(ensembles of seeds 0-1), tiny Laplace grid, 80 test scenes",
+            "(ensembles of seeds 0-1), tiny Laplace grid, 80 test scenes (40 in weak context), T sensitivity at "
+            "5 / 10 / 20, β x 10 only",
             datasets=("digits",),
             methods=SMOKE_METHODS,
             seeds=(0,),
@@ -785,7 +973,9 @@ EXPERIMENT = _ThesisExperiment(
             name="paper",
             description="Fashion-MNIST (20k source images, 3k target objects x 3 views, 2k + 2k OOD), 2-conv CNN + "
             "3 x 256 head, <= 20 epochs, T = 50, 3 seeds, Laplace grid s in {1, 100, N} x d in {0.1, 1, 15, 100} "
-            "(12 of the spec's 40 points), 1,000 test scenes; about 2.3 CPU hours on one thread (NOTES)",
+            "(12 of the spec's 40 points), 1,000 test scenes (strong and weak context), T sensitivity at 10 / 20 / "
+            "50 / 100, relaxed vs hard sampler, β x {0.1, 10} (seed 0), class-balanced auto-labelling and the manual "
+            "labels saved (manual at q in {0.1, 0.2, 0.5, 1}); about 3.2 CPU hours on one thread (NOTES)",
             datasets=("fashion-mnist",),
             methods=PAPER_METHODS,
             seeds=(0, 1, 2),
@@ -859,7 +1049,24 @@ def _h1(M):
         lines.append(f"{m} vs ori: NLL {_f(v['nll'])} vs {_f(o['nll'])}, Brier {_f(v['brier'])} vs {_f(o['brier'])}, "
                      f"ECE {_f(v['ece'])} vs {_f(o['ece'])}, accuracy {_f(v['accuracy'])} vs {_f(o['accuracy'])} "
                      f"(|Δ| < 0.03) -> {verdict(fl)}")
+    for m in ("cdp", "mdp"):
+        ts = _ts(M, m)
+        o = M("ori", "nll"), M("ori", "ece")
+        if not ts or not _have(*o):
+            continue
+        nll = [M(f"{m} T={x}", "nll") for x in ts]
+        ece = [M(f"{m} T={x}", "ece") for x in ts]
+        if _have(*nll, *ece):
+            ok = all(a < o[0] for a in nll) and all(e < o[1] for e in ece)
+            lines.append(f"T sensitivity (not counted): {m} NLL at T = {'/'.join(map(str, ts))}: "
+                         f"{' / '.join(_f(x) for x in nll)}, ECE {' / '.join(_f(x) for x in ece)} vs ori "
+                         f"{_f(o[0])} / {_f(o[1])} -> below ori at every T: {'yes' if ok else 'no'}")
     return flags, lines
+
+
+def _ts(M, m) -> list[int]:
+    """The T values of the stored T sensitivity of method ``m`` (variants "<m> T=<T>")."""
+    return sorted({int(k[0].split(" T=")[1]) for k in M.values if k[0].startswith(f"{m} T=")})
 
 
 def _h2(M):
@@ -918,6 +1125,21 @@ def _h4(M, primary, oods):
                 flags.append(fl)
                 lines.append(f"{m} OOD ({o}) AUROC conf {_f(od['conf'])}, H {_f(od['H'])}, MI {_f(od['MI'])} "
                              f"-> MI best: {verdict([fl])}")
+    for m in ("mcdp", "cdp", "mdp"):
+        ts = _ts(M, m)
+        if not ts or not oods:
+            continue
+        best_miss, best_ood = [], []
+        for x in ts:
+            v = f"{m} T={x}"
+            mi = {s: M(v, f"miss_auroc_{s}") for s in ("conf", "H", "MI")}
+            od = {s: M(v, f"ood_auroc_{oods[0]}_{s}") for s in ("conf", "H", "MI")}
+            if _have(*mi.values(), *od.values()):
+                best_miss.append(max(mi, key=mi.get))
+                best_ood.append(max(od, key=od.get))
+        if best_ood:
+            lines.append(f"T sensitivity (not counted): {m} best measure at T = {'/'.join(map(str, ts))}: "
+                         f"misclassification {'/'.join(best_miss)}, OOD ({oods[0]}) {'/'.join(best_ood)}")
     return flags, lines
 
 
@@ -941,7 +1163,20 @@ def _h6(M):
             flags.append(fl)
             lines.append(f"{m}: mean keep probability {_f(a)} -> {_f(b)}; share of sites rising {_f(r, 2)} "
                          f"(holds when every site rises) -> {verdict([fl])}")
+    for m in ("cdp", "mdp"):
+        for f in _betas(M, m):
+            v = f"{m} β×{f:g}"
+            a, b, r = M(v, "p_keep_start"), M(v, "p_keep_end"), M(v, "p_keep_sites_rising")
+            if _have(a, b, r):
+                lines.append(f"β sensitivity (not counted; spec §2.4): {m} at β = {f:g}/N: keep probability "
+                             f"{_f(a)} -> {_f(b)}, sites rising {_f(r, 2)} -> "
+                             f"{'rises at every site' if r == 1.0 else 'not every site rises'}")
     return flags, lines
+
+
+def _betas(M, m) -> list[float]:
+    """The β factors of the stored β sensitivity of method ``m`` (variants "<m> β×<f>")."""
+    return sorted({float(k[0].split("β×")[1]) for k in M.values if k[0].startswith(f"{m} β×")})
 
 
 def _h7(M):
@@ -980,6 +1215,35 @@ def _h8(M, base="cdp"):
             fl = a > o
             flags.append(fl)
             lines.append(f"(d) precision-coverage area {m} {_f(a)} vs ori {_f(o)} -> {verdict([fl])}")
+    for q in qs:
+        v = f"{base}: uncertainty q={q:g}"
+        sv, sel, cens = M(v, "manual_labels_saved"), M(v, "n_selected"), M(v, "manual_saved_censored")
+        if not _have(sv, sel, cens):
+            continue
+        fl = sv > 0
+        flags.append(fl)
+        rnd = M(f"{base}: random q={q:g}", "manual_labels_saved")
+        lines.append(f"(e) manual labels saved at q = {q:g}: the manual baseline needs {_f(sv, 0)}"
+                     f"{' or more (censored: above every manual point)' if cens > 0 else ''} true labels to match "
+                     f"the uncertainty selection's held-out accuracy (|S| = {_f(sel, 0)} pseudo-labels, no manual "
+                     f"label); random selection: {_f(rnd, 0)} (saves labels: > 0) -> {verdict([fl])}")
+    for q in qs:
+        pl = f"{base}: uncertainty q={q:g}"
+        row = [(pc, M(f"{base}: uncertainty ({pc}) q={q:g}", "accuracy"),
+                M(f"{base}: uncertainty ({pc}) q={q:g}", "class_count_min"),
+                M(f"{base}: uncertainty ({pc}) q={q:g}", "label_precision")) for pc in PER_CLASS]
+        row = [r for r in row if _have(*r[1:])]
+        if row and _have(M(pl, "accuracy"), M(pl, "class_count_min")):
+            lines.append(f"(f, not counted; spec pitfall 13) class-balanced selection at q = {q:g}: held-out accuracy "
+                         f"/ smallest class count / label precision plain {_f(M(pl, 'accuracy'))} / "
+                         f"{_f(M(pl, 'class_count_min'), 0)} / {_f(M(pl, 'label_precision'))}; "
+                         + "; ".join(f"{pc} {_f(a)} / {_f(c, 0)} / {_f(p)}" for pc, a, c, p in row))
+    for m in ("ori", "cdp", "mdp", "ensemble_cdp"):
+        e = [M(m, f"pc_even_20_conf{suf}") for suf in ("", "_balanced")]
+        p = [M(m, f"pc_prec_20_conf{suf}") for suf in ("", "_balanced")]
+        if _have(*e, *p):
+            lines.append(f"(f, not counted) {m} at coverage 0.2 without fine-tuning: smallest predicted class / even "
+                         f"share {_f(e[0], 2)} plain vs {_f(e[1], 2)} balanced; precision {_f(p[0])} vs {_f(p[1])}")
     return flags, lines
 
 
@@ -1003,6 +1267,57 @@ def _h9(M):
                 fl = gains[m] >= gains["ori"]
                 flags.append(fl)
                 lines.append(f"calibrated unaries gain more: {m} {_f(gains[m])} vs ori {_f(gains['ori'])} -> {verdict([fl])}")
+    for m in ("ori", "mcdp", "cdp", "mdp", "ensemble_cdp", "ensemble_mdp"):
+        w = [M(m, "crf_weak_acc_conf_w0"), M(m, "crf_weak_acc_conf_grid"), M(m, "crf_weak_acc_w0"),
+             M(m, "crf_weak_acc_grid"), M(m, "crf_weak_w_grid")]
+        if m not in gains or not _have(*w):
+            continue
+        gw = w[1] - w[0]
+        fl = gw < gains[m]
+        flags.append(fl)
+        lines.append(f"weak context (overlapping scene types, same unaries): {m} confusable-class gain {_f(gw)} at "
+                     f"w = {_f(w[4], 2)} (all classes {_f(w[2])} -> {_f(w[3])}) vs strong {_f(gains[m])} "
+                     f"(context must be informative: weak gains less) -> {verdict([fl])}")
+    return flags, lines
+
+
+def _s1(M):
+    """Spec §2.4 [R]: the relaxed (as trained) and the hard Bernoulli(p_keep) test-time sampler give similar metrics."""
+    lines, flags = [], []
+    for m in ("cdp", "mdp"):
+        h = f"{m} (hard sampler)"
+        a = {k: (M(m, k), M(h, k)) for k in ("accuracy", "nll", "ece", "ood_auroc", "miss_auroc")}
+        if not all(_have(*v) for v in a.values()):
+            continue
+        d = {k: v[1] - v[0] for k, v in a.items()}
+        fl = [abs(d["accuracy"]) < 0.01, abs(d["nll"]) < 0.05 * a["nll"][0], abs(d["ece"]) < 0.02,
+              abs(d["ood_auroc"]) < 0.02, abs(d["miss_auroc"]) < 0.02]
+        flags += fl
+        lines.append(f"{m}: hard - relaxed Δacc {_f(d['accuracy'])}, ΔNLL {_f(d['nll'])} ({_f(a['nll'][0])} relaxed), "
+                     f"ΔECE {_f(d['ece'])}, ΔAUROC OOD {_f(d['ood_auroc'])}, miss {_f(d['miss_auroc'])} (similar: "
+                     f"|Δacc| < 0.01, |ΔNLL| < 5 %, |ΔECE|, |ΔAUROC| < 0.02; our thresholds) -> {verdict(fl)}")
+    return flags, lines
+
+
+def _s2(M):
+    """Spec §2.3 [R] (T = 50 by default, T in {10, 20, 50, 100} reported): the two largest T agree."""
+    lines, flags = [], []
+    for m in ("mcdp", "cdp", "mdp"):
+        ts = _ts(M, m)
+        if len(ts) < 2:
+            continue
+        lo, hi = f"{m} T={ts[-2]}", f"{m} T={ts[-1]}"
+        a = {k: (M(lo, k), M(hi, k)) for k in ("nll", "ece", "miss_auroc", "ood_auroc")}
+        if not all(_have(*v) for v in a.values()):
+            continue
+        d = {k: v[0] - v[1] for k, v in a.items()}
+        fl = [abs(d["nll"]) < 0.02 * a["nll"][1], abs(d["ece"]) < 0.01, abs(d["miss_auroc"]) < 0.01,
+              abs(d["ood_auroc"]) < 0.01]
+        flags += fl
+        seq = " / ".join(_f(M(f"{m} T={x}", "ood_auroc")) for x in ts)
+        lines.append(f"{m}: T = {ts[-2]} vs {ts[-1]}: ΔNLL {_f(d['nll'])}, ΔECE {_f(d['ece'])}, ΔAUROC miss "
+                     f"{_f(d['miss_auroc'])}, OOD {_f(d['ood_auroc'])} (converged: |ΔNLL| < 2 %, others < 0.01); "
+                     f"OOD AUROC (MI) at T = {'/'.join(map(str, ts))}: {seq} -> {verdict(fl)}")
     return flags, lines
 
 
@@ -1016,9 +1331,14 @@ FINDINGS = {
     "H6": "learned keep probabilities rise during training",
     "H7": "mdp >= cdp for in-distribution calibration but worse for OOD AUROC",
     "H8": "auto-labelling: precision rises as coverage falls; uncertainty beats random; fine-tuning beats no "
-          "adaptation and approaches equal-size manual labels; better-calibrated methods give better curves",
-    "H9": "the CRF improves confusable classes when context is informative; calibrated unaries gain more; "
-          "collapse at large w",
+          "adaptation and approaches equal-size manual labels; better-calibrated methods give better curves; it "
+          "saves manual labels (spec §2.9's manual labels saved)",
+    "H9": "the CRF improves confusable classes when context is informative (weak context gains less); calibrated "
+          "unaries gain more; collapse at large w",
+    "S1": "concrete / Multi-Drop: the relaxed test-time sampler (as trained, Gal's code) and the hard Bernoulli(p_keep) "
+          "one give similar metrics (spec §2.4 [R])",
+    "S2": "the number of MC passes: the default T = 50 is converged, i.e. the two largest T of {10, 20, 50, 100} agree "
+          "(spec §2.3 [R]; the thesis gives no T — our criterion)",
 }
 
 
@@ -1029,7 +1349,7 @@ def finding_verdicts(rows, dataset: str) -> dict[str, tuple[str, list[str]]]:
     oods = sorted({k[1].split("_")[2] for k in M.values if k[1].startswith("ood_auroc_") and k[1].count("_") == 3})
     oods = [primary] + [o for o in oods if o != primary] if primary in oods else oods
     fns = {"H1": _h1, "H2": _h2, "H3": _h3, "H4": lambda m: _h4(m, primary, oods), "H5": _h5, "H6": _h6, "H7": _h7,
-           "H8": _h8, "H9": _h9}
+           "H8": _h8, "H9": _h9, "S1": _s1, "S2": _s2}
     out = {}
     for h, fn in fns.items():
         flags, lines = fn(M)
@@ -1120,25 +1440,68 @@ def _autolabel_table(M) -> list[str]:
                                                                          "all pseudo" not in v, v))
     if not vs:
         return []
-    keys = ("accuracy", "nll", "ece", "label_precision", "coverage", "n_selected", "n_manual_labels")
-    lines = ["| selection | held-out acc | NLL | ECE | label precision | coverage | |S| | manual labels |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    keys = ("accuracy", "nll", "ece", "label_precision", "coverage", "n_selected", "n_manual_labels",
+            "class_count_min", "class_count_max", "manual_labels_saved")
+    ints = ("n_selected", "n_manual_labels", "class_count_min", "class_count_max", "manual_labels_saved")
+    lines = ["| selection | held-out acc | NLL | ECE | label precision | coverage | |S| | manual labels | "
+             "smallest class in S | largest class in S | manual labels saved |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for v in vs:
-        lines.append(f"| {v} | " + " | ".join(_pm(M, v, k, 3 if k not in ("n_selected", "n_manual_labels") else 0)
-                                              for k in keys) + " |")
+        cells = [_pm(M, v, k, 0 if k in ints else 3) for k in keys]
+        if (M(v, "manual_saved_censored") or 0) > 0:
+            cells[-1] = "≥ " + cells[-1]
+        lines.append(f"| {v} | " + " | ".join(cells) + " |")
     return lines
 
 
 def _pc_table(M, variants) -> list[str]:
-    lines = ["| row | precision at coverage 0.1 / 0.2 / 0.5 / 1.0 (conf) | area conf / H / MI |", "|---|---|---|"]
+    lines = ["| row | precision at coverage 0.1 / 0.2 / 0.5 / 1.0 (conf) | area conf / H / MI | balanced: precision "
+             "0.1 / 0.2 / 0.5 | proportional: precision 0.1 / 0.2 / 0.5 | smallest class / even share at 0.2: "
+             "plain / balanced / proportional |", "|---|---|---|---|---|---|"]
     n = 0
     for v in variants:
         p = [M(v, f"pc_prec_{q}_conf") for q in (10, 20, 50, 100)]
         if not _have(*p):
             continue
         n += 1
+        per = [" / ".join(_f(M(v, f"pc_prec_{q}_conf_{pc}")) for q in (10, 20, 50)) for pc in PER_CLASS]
+        even = " / ".join(_f(M(v, f"pc_even_20_conf{suf}"), 2) for suf in ("", *(f"_{pc}" for pc in PER_CLASS)))
         lines.append(f"| {v} | {' / '.join(_f(x) for x in p)} | "
-                     + " / ".join(_f(M(v, f"pc_area_{s}")) for s in ("conf", "H", "MI")) + " |")
+                     + " / ".join(_f(M(v, f"pc_area_{s}")) for s in ("conf", "H", "MI")) + f" | {per[0]} | {per[1]} | "
+                     f"{even} |")
+    return lines if n else []
+
+
+def _t_table(M) -> list[str]:
+    lines = ["| method | T | acc | NLL | Brier | ECE w/o | ECE w. | AUROC miss (conf) | AUROC OOD (MI) | mean MI |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    n = 0
+    for m in ("mcdp", "cdp", "mdp"):
+        for x in _ts(M, m):
+            v = f"{m} T={x}"
+            n += 1
+            lines.append(f"| {m} | {x} | " + " | ".join(_pm(M, v, k) for k in ("accuracy", "nll", "brier", "ece",
+                                                                              "ece_ood", "miss_auroc", "ood_auroc",
+                                                                              "mean_mi")) + " |")
+    return lines if n else []
+
+
+def _beta_table(M) -> list[str]:
+    lines = ["| row | β | acc | NLL | ECE w/o | ECE w. | AUROC miss | AUROC OOD | keep probability start -> end | "
+             "sites rising |", "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
+    n = 0
+    for m in ("cdp", "mdp"):
+        fs = _betas(M, m)
+        if not fs:
+            continue
+        for f, v in sorted([(1.0, m)] + [(f, f"{m} β×{f:g}") for f in fs]):
+            if M(v, "accuracy") is None:
+                continue
+            n += 1
+            lines.append(f"| {v} | {f:g}/N | " + " | ".join(_pm(M, v, k) for k in ("accuracy", "nll", "ece", "ece_ood",
+                                                                                    "miss_auroc", "ood_auroc"))
+                         + f" | {_f(M(v, 'p_keep_start'))} -> {_f(M(v, 'p_keep_end'))} | "
+                         f"{_f(M(v, 'p_keep_sites_rising'), 2)} |")
     return lines if n else []
 
 
@@ -1147,18 +1510,20 @@ def _crf_table(rows, dataset, M, variants) -> list[str]:
              "acc at w sweep |", "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     n = 0
     for v in variants:
-        if M(v, "crf_acc_w0") is None:
-            continue
-        n += 1
-        sweeps = [((r.artefacts or {}).get("crf_sweep") or {}).get(v) for r in rows if r.dataset == dataset]
-        sweeps = [s for s in sweeps if s]
-        sw = ""
-        if sweeps:
-            acc = np.mean([s["acc"] for s in sweeps], axis=0)
-            sw = ", ".join(f"{w:g}: {a:.3f}" for w, a in zip(sweeps[0]["w"], acc))
-        lines.append(f"| {v} | {_f(M(v, 'crf_acc_w0'))} | {_f(M(v, 'crf_acc_conf_w0'))} | {_f(M(v, 'crf_w_grid'), 2)} | "
-                     f"{_f(M(v, 'crf_acc_grid'))} | {_f(M(v, 'crf_acc_conf_grid'))} | {_f(M(v, 'crf_w_pl'), 2)} | "
-                     f"{_f(M(v, 'crf_acc_pl'))} | {sw} |")
+        for pre, art, label in (("crf_", "crf_sweep", v), ("crf_weak_", "crf_sweep_weak", f"{v} (weak context)")):
+            if M(v, pre + "acc_w0") is None:
+                continue
+            n += 1
+            sweeps = [((r.artefacts or {}).get(art) or {}).get(v) for r in rows if r.dataset == dataset]
+            sweeps = [s for s in sweeps if s]
+            sw = ""
+            if sweeps:
+                acc = np.mean([s["acc"] for s in sweeps], axis=0)
+                sw = ", ".join(f"{w:g}: {a:.3f}" for w, a in zip(sweeps[0]["w"], acc))
+            lines.append(f"| {label} | {_f(M(v, pre + 'acc_w0'))} | {_f(M(v, pre + 'acc_conf_w0'))} | "
+                         f"{_f(M(v, pre + 'w_grid'), 2)} | {_f(M(v, pre + 'acc_grid'))} | "
+                         f"{_f(M(v, pre + 'acc_conf_grid'))} | {_f(M(v, pre + 'w_pl'), 2)} | {_f(M(v, pre + 'acc_pl'))} | "
+                         f"{sw} |")
     return lines if n else []
 
 
@@ -1199,6 +1564,25 @@ def report_sections(rows, preset) -> list[str]:
                 "AUROC per measure (conf, predictive entropy H, mutual information MI); the thesis found confidence "
                 "best for misclassification and MI best for OOD (spec §2.8).", "",
                 *_measure_table(M, main + laps, oods), ""]
+        tt = _t_table(M)
+        if tt:
+            out += [f"## {ds}: sensitivity to the number of MC samples T (spec §2.3 [R]; serves H1, H4, check S2)", "",
+                    "The same trained models, predicted with T passes: the predictive at each T takes the first T of "
+                    f"one draw of {max(max(_ts(M, m) or [0]) for m in ('mcdp', 'cdp', 'mdp'))} passes (nested), on "
+                    "the adaptation pool and the primary OOD set; mean ± sd over seeds. The main rows use the preset's "
+                    "T from an independent draw.", "", *tt, ""]
+        hs = [v for m in ("cdp", "mdp") for v in (m, f"{m} (hard sampler)") if M(v, "accuracy") is not None]
+        if any(v.endswith("(hard sampler)") for v in hs):
+            out += [f"## {ds}: concrete dropout's test-time sampler, relaxed vs hard (spec §2.4; check S1)", "",
+                    "Relaxed = the concrete (t = 0.1) mask used in training, as Gal's code; hard = Bernoulli(p_keep) "
+                    "masks 1[u > p_drop]. Same model, same seeds, so both samplers see the same uniforms u.", "",
+                    *_wide_table(M, hs, {}), ""]
+        bt = _beta_table(M)
+        if bt:
+            out += [f"## {ds}: concrete-dropout regulariser scale β (spec §2.4; serves H6)", "",
+                    "β = factor / N_train (1/N is the KL-consistent default); the other factors are retrained models "
+                    "of the β seeds only (seed 0), so their rows are single values beside the seed mean of 1/N.", "",
+                    *bt, ""]
         rel = _reliability_table(rows, ds, [v for v in (*main, "laplace_cdp (tuned)") if M(v, "accuracy") is not None])
         if rel:
             out += [f"## {ds}: reliability diagrams (adaptation pool)", "",
@@ -1207,18 +1591,29 @@ def report_sections(rows, preset) -> list[str]:
         pc = _pc_table(M, main)
         if pc:
             out += [f"## {ds}: precision-coverage on the adaptation pool (spec §2.9, no fine-tuning)", "",
-                    "Precision of the pseudo-labels among the lowest-uncertainty fraction q of the pool.", "", *pc, ""]
+                    "Precision of the pseudo-labels among the lowest-uncertainty fraction q of the pool; class-balanced "
+                    "selection (spec §2.9 step 2): `balanced` = an equal count per predicted class as far as the "
+                    "budget allows, `proportional` = the lowest-u fraction q within each predicted class; 'even share' "
+                    "= the smallest predicted class's count in S over |S|/K (1 = even).", "", *pc, ""]
         al = _autolabel_table(M)
         if al:
             out += [f"## {ds}: auto-labelling (reconstruction, spec §2.9)", "",
                     "Fine-tuned on source ∪ S, evaluated on the held-out 0° view; random and manual take the same "
-                    "random items (pseudo vs true labels).", "", *al, ""]
+                    "random items (pseudo vs true labels); `(balanced)` / `(proportional)`: class-balanced uncertainty "
+                    "selection (spec §2.9 step 2, pitfall 13); class counts by the label given. Manual labels saved "
+                    "(spec §2.9): the true labels the manual baseline needs to reach the row's held-out accuracy, "
+                    "read linearly between the manual rows' (|S|, accuracy) points and (0, no adaptation), minus the "
+                    "row's own manual labels; ≥ = above every manual point (a lower bound).", "", *al, ""]
         crf = _crf_table(rows, ds, M, main)
         if crf:
             out += [f"## {ds}: context CRF on synthetic scenes (reconstruction, spec §2.10)", "",
-                    "Test scenes from the evaluation view; 'confusable' = objects whose class is in a confusable pair.",
+                    "Test scenes from the evaluation view; 'confusable' = objects whose class is in a confusable pair. "
+                    "`(weak context)`: the same unaries in scenes of overlapping types (spec §5.1 item 3: 6 typical "
+                    "classes per type at 0.6 mass), co-occurrence and w learnt on weak-context scenes.",
                     "", *crf, ""]
-        out += [f"## {ds}: findings H1-H9 (spec §5.3), judged from the stored numbers", ""]
+        out += [(f"## {ds}: findings H1-H9 (spec §5.3) and checks S1-S2 (spec §2.3-2.4), judged from the stored "
+                 "numbers"), "", ("Lines marked 'not counted' are robustness or context lines that do not enter the "
+                                  "verdict."), ""]
         for h, (vd, lines) in finding_verdicts(rows, ds).items():
             out.append(f"- **{h}** — {FINDINGS[h]}: **{vd}**")
             out += [f"  - {x}" for x in lines] or ["  - no stored numbers for this finding."]
