@@ -223,12 +223,12 @@ def _predictive(est, kind: str):
         est.predictive = old
 
 
-BREAKDOWN = (  # (label, file suffix, function name) of the plug-in call, cProfile cumulative times
+BREAKDOWN = (  # (label, file suffix, function name) of the plug-in call (the one-table-search fast path), cProfile cumulative
     ("posterior.predict_z (latent N(m, s^2) per input)", "copula_posterior.py", "predict_z"),
-    ("marginal.inverse_pseudo_response (y-grid = F_Y^-1(Phi(z)))", "marginal.py", "inverse_pseudo_response"),
-    ("marginal.pseudo_response (z = Phi^-1(F_Y(y)) on the grid)", "marginal.py", "pseudo_response"),
-    ("marginal.log_pdf (log p_Y on the grid)", "marginal.py", "log_pdf"),
-    ("_log_density_z (the two above + Gaussian log-density)", "copula.py", "_log_density_z"),
+    ("_z_grid (per-input z-grid: 8-sd core + tail nodes)", "copula.py", "_z_grid"),
+    ("_plugin_density_on_grid (y-grid, p_Y and the density, one table search)", "copula.py", "_plugin_density_on_grid"),
+    ("  marginal.inverse_pseudo_response_and_pdf (y = F_Y^-1(Phi(z)) and p_Y(y))", "marginal.py",
+     "inverse_pseudo_response_and_pdf"),
     ("GridDensity(...) (validation, cumulative trapezoid, moments)", "grid.py", "__init__"),
 )
 
