@@ -35,6 +35,25 @@ def _as_index_array(idx, n: int, what: str) -> np.ndarray:
     return arr
 
 
+def check_splits(name: str, splits, n: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Validated (train_idx, test_idx) index arrays of a dataset of n rows: at least one split,
+    indices in range without repeats, no row in both parts of a split."""
+    out = []
+    for k, pair in enumerate(splits):
+        try:
+            train, test = pair
+        except (TypeError, ValueError):
+            raise ValueError(f"dataset {name!r}: split {k} is not a (train_idx, test_idx) pair") from None
+        train = _as_index_array(train, n, f"dataset {name!r} split {k} train indices")
+        test = _as_index_array(test, n, f"dataset {name!r} split {k} test indices")
+        if np.intersect1d(train, test).size:
+            raise ValueError(f"dataset {name!r}: split {k} has rows in both train and test")
+        out.append((train, test))
+    if not out:
+        raise ValueError(f"dataset {name!r} has no splits")
+    return out
+
+
 @dataclass(eq=False)
 class Dataset:
     """A regression data set with its train/test splits.
@@ -87,19 +106,7 @@ class Dataset:
         names = [str(f) for f in self.feature_names]
         if len(names) != p:
             raise ValueError(f"dataset {self.name!r}: {len(names)} feature names for {p} columns")
-        splits = []
-        for k, pair in enumerate(self.splits):
-            try:
-                train, test = pair
-            except (TypeError, ValueError):
-                raise ValueError(f"dataset {self.name!r}: split {k} is not a (train_idx, test_idx) pair") from None
-            train = _as_index_array(train, n, f"dataset {self.name!r} split {k} train indices")
-            test = _as_index_array(test, n, f"dataset {self.name!r} split {k} test indices")
-            if np.intersect1d(train, test).size:
-                raise ValueError(f"dataset {self.name!r}: split {k} has rows in both train and test")
-            splits.append((train, test))
-        if not splits:
-            raise ValueError(f"dataset {self.name!r} has no splits")
+        splits = check_splits(self.name, self.splits, n)
         self.X, self.y, self.feature_names, self.splits = X, y, names, splits
         self.meta = dict(self.meta)
 

@@ -41,7 +41,7 @@ import numpy as np
 
 from dubito.io import atomic_write_bytes
 
-from .dataset import Dataset, _as_index_array
+from .dataset import Dataset, check_splits
 from .uci import DownloadError, cache_dir
 
 __all__ = [
@@ -143,19 +143,7 @@ class ImageDataset(Dataset):
         if len(feature_names) != X.shape[1]:
             feature_names = _pixel_names(shape)
         n = X.shape[0]
-        splits = []
-        for k, pair in enumerate(self.splits):
-            try:
-                train, test = pair
-            except (TypeError, ValueError):
-                raise ValueError(f"dataset {self.name!r}: split {k} is not a (train_idx, test_idx) pair") from None
-            train = _as_index_array(train, n, f"dataset {self.name!r} split {k} train indices")
-            test = _as_index_array(test, n, f"dataset {self.name!r} split {k} test indices")
-            if np.intersect1d(train, test).size:
-                raise ValueError(f"dataset {self.name!r}: split {k} has rows in both train and test")
-            splits.append((train, test))
-        if not splits:
-            raise ValueError(f"dataset {self.name!r} has no splits")
+        splits = check_splits(self.name, self.splits, n)
         self.X, self.y, self.feature_names, self.splits, self.meta = X, y, feature_names, splits, meta
 
     @property
