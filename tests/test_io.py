@@ -1,9 +1,23 @@
 """Persistence: safetensors + JSON, atomic, and clear errors on bad files."""
+import json
+from pathlib import Path
+
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import save_file
 
-from dubito.io import atomic_write_text, load_tensors, save_tensors
+from dubito.io import (
+    atomic_write_text,
+    feature_names_json,
+    json_params,
+    json_seed,
+    load_tensors,
+    params_from_json,
+    rebuilding,
+    save_tensors,
+    set_feature_names,
+)
 
 
 def test_round_trip(tmp_path):
@@ -89,3 +103,53 @@ def test_saved_files_get_the_umask_mode_not_mkstemps_0600(tmp_path):
     save_tensors(tmp_path / "m.safetensors", {"w": torch.zeros(2)}, "Thing", {"params": {}})
     for name in ("a.bin", "m.safetensors"):
         assert (tmp_path / name).stat().st_mode & 0o777 == plain.stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+# ------------------------------------------------------------------ estimator settings as JSON
+class _Est:
+    """A stand-in with sklearn's get_params."""
+
+    def __init__(self, **params):
+        self.params = params
+
+    def get_params(self, deep=False):
+        return dict(self.params)
+
+
+def test_json_params_makes_every_value_json_and_round_trips(tmp_path):
+    est = _Est(hidden=(np.int64(50), 20), lr=np.float32(0.5), flag=np.bool_(True), random_state=np.int64(7),
+               device=torch.device("cpu"), checkpoint_dir=Path(tmp_path), image_shape=None, box=np.array([[0, 1]]))
+    out = json_params(est)
+    assert json.loads(json.dumps(out)) == out  # all JSON values
+    assert out == {"hidden": [50, 20], "lr": 0.5, "flag": True, "random_state": 7, "device": "cpu",
+                   "checkpoint_dir": str(tmp_path), "image_shape": None, "box": [[0, 1]]}
+    assert type(out["hidden"][0]) is int and type(out["flag"]) is bool
+    back = params_from_json(out, device="cuda")
+    assert back["hidden"] == (50, 20) and back["image_shape"] is None and back["device"] == "cuda"
+    assert params_from_json({"hidden": 50})["hidden"] == 50  # an int width stays an int
+
+
+def test_json_params_drops_a_generator_seed_and_takes_overrides():
+    assert json_params(_Est(random_state=np.random.RandomState(0)))["random_state"] is None
+    assert json_seed(True) is None and json_seed(3) == 3
+    assert json_params(_Est(network=object(), a=1), network=None) == {"network": None, "a": 1}
+
+
+def test_feature_names_round_trip():
+    est, bare = _Est(), _Est()
+    est.feature_names_in_ = np.asarray(["a", "b"], dtype=object)
+    names = feature_names_json(est)
+    assert names == ["a", "b"] and feature_names_json(bare) is None
+    set_feature_names(bare, names)
+    assert list(bare.feature_names_in_) == ["a", "b"]
+    set_feature_names(est, None)  # leaves what is there
+    assert list(est.feature_names_in_) == ["a", "b"]
+
+
+def test_rebuilding_turns_a_missing_key_into_one_clear_error():
+    with pytest.raises(ValueError, match=r"m\.safetensors is a Thing file with inconsistent contents.*'fitted'"):
+        with rebuilding("m.safetensors", "Thing"):
+            {}["fitted"]
+    with pytest.raises(ValueError, match="bad on purpose"):  # not in errors: passes through unchanged
+        with rebuilding("m.safetensors", "Thing"):
+            raise ValueError("bad on purpose")

@@ -4,6 +4,10 @@ One model = one ``.safetensors`` file. Its string metadata holds ``dubito_format
 format version), ``dubito_class`` (the estimator class name) and ``settings`` (a JSON
 document of constructor settings and fitted scalars). Loading checks all three and reports a
 corrupted, truncated or foreign file with one clear ``ValueError``.
+
+The estimators' ``save``/``load`` share the JSON side here: `json_params` (constructor settings
+as JSON), `params_from_json` (their inverse), `feature_names_json` / `set_feature_names` and
+`rebuilding` (one ``ValueError`` for a file whose contents do not fit together).
 """
 
 from __future__ import annotations
@@ -11,8 +15,10 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
@@ -20,7 +26,19 @@ from safetensors import safe_open
 
 FORMAT_VERSION = "1"
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "save_tensors", "load_tensors", "FORMAT_VERSION"]
+__all__ = [
+    "FORMAT_VERSION",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "feature_names_json",
+    "json_params",
+    "json_seed",
+    "load_tensors",
+    "params_from_json",
+    "rebuilding",
+    "save_tensors",
+    "set_feature_names",
+]
 
 
 def _umask_mode() -> int:
@@ -109,3 +127,73 @@ def load_tensors(path, cls_name: str, device="cpu") -> tuple[dict[str, torch.Ten
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path} has corrupted settings metadata: {exc}") from None
     return tensors, settings
+
+
+# ------------------------------------------------------------------ estimator settings as JSON
+def json_seed(random_state) -> int | None:
+    """``random_state`` as JSON: an int seed as itself, anything else (None, a Generator or
+    RandomState) as None; the fitted seeds are saved, so predictions do not depend on it."""
+    rs = random_state
+    return int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else None
+
+
+def _json_value(v):
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return float(v)
+    if isinstance(v, (tuple, list, np.ndarray)):
+        return [_json_value(x) for x in (v.tolist() if isinstance(v, np.ndarray) else v)]
+    if isinstance(v, (os.PathLike, torch.device)):
+        return str(v)
+    return v
+
+
+def json_params(est, **overrides) -> dict:
+    """``est.get_params(deep=False)`` as JSON values: numpy scalars as Python ones, tuples and
+    arrays as lists, paths and devices as strings, ``random_state`` by `json_seed`, ``device`` as
+    its string; ``overrides`` replace entries (e.g. a user network the file cannot hold)."""
+    out = {k: _json_value(v) for k, v in est.get_params(deep=False).items()}
+    if "random_state" in out:
+        out["random_state"] = json_seed(est.get_params(deep=False)["random_state"])
+    if "device" in out:
+        out["device"] = str(out["device"])
+    out.update(overrides)
+    return out
+
+
+def params_from_json(params: dict, *, tuples=("hidden", "image_shape"), device=None) -> dict:
+    """Constructor keyword arguments from `json_params`' output: the entries named in ``tuples``
+    back to tuples where JSON made them lists (an int ``hidden`` stays an int), ``device``
+    replacing the saved one when given."""
+    out = dict(params)
+    for key in tuples:
+        if isinstance(out.get(key), list):
+            out[key] = tuple(out[key])
+    if device is not None:
+        out["device"] = str(device)
+    return out
+
+
+def feature_names_json(est) -> list[str] | None:
+    """``est.feature_names_in_`` as a JSON list (None when the model was fitted without names)."""
+    return [str(c) for c in getattr(est, "feature_names_in_", [])] or None
+
+
+def set_feature_names(est, names) -> None:
+    """Inverse of `feature_names_json`: set ``feature_names_in_`` when the file has names."""
+    if names:
+        est.feature_names_in_ = np.asarray(names, dtype=object)
+
+
+@contextmanager
+def rebuilding(path, cls_name: str, errors=(KeyError, TypeError, RuntimeError, AttributeError, IndexError)):
+    """Rebuild an estimator from a file's tensors and settings inside this block: a missing key,
+    a wrong type or a tensor that does not fit (``errors``) becomes ONE ``ValueError`` that names
+    the file and the class."""
+    try:
+        yield
+    except errors as exc:
+        raise ValueError(f"{path} is a {cls_name} file with inconsistent contents (corrupted?): {exc}") from None

@@ -112,9 +112,7 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
             t, s = mem._state()
             tensors.update({f"m{i}.{k}": v for k, v in t.items()})
             members.append(s)
-        rs = self.random_state
-        params = dict(n_members=int(self.n_members),
-                      random_state=int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else None,
+        params = dict(n_members=int(self.n_members), random_state=io.json_seed(self.random_state),
                       estimator=None if self.estimator is None else self.estimator._json_params())
         user = None if self.estimator is None else (type(self.estimator.network).__name__
                                                     if not isinstance(self.estimator.network, str) else None)
@@ -128,7 +126,7 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
         A corrupted, truncated or foreign file raises ``ValueError``."""
         tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
         where = str(path)
-        try:
+        with io.rebuilding(where, cls.__name__):
             params = dict(settings["params"])
             members = []
             for i, ms in enumerate(settings["members"]):
@@ -138,18 +136,11 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
                                                                where=f"{where} (member {i})"))
             base = params["estimator"]
             if base is not None:
-                base = dict(base)
+                base = io.params_from_json(base, device=device)
                 if settings.get("user_network") is not None:
                     base["network"] = network
-                base["hidden"] = tuple(base["hidden"])
-                if base.get("image_shape") is not None:
-                    base["image_shape"] = tuple(base["image_shape"])
-                if device is not None:
-                    base["device"] = str(device)
                 base = MCDropoutClassifier(**base)
             est = cls(estimator=base, n_members=params["n_members"], random_state=params["random_state"])
-        except (KeyError, TypeError, AttributeError, IndexError) as exc:
-            raise ValueError(f"{where} is a {cls.__name__} file with inconsistent contents (corrupted?): {exc}") from None
         if not members:
             raise ValueError(f"{where} is a {cls.__name__} file without members (corrupted?)")
         est.members_ = members

@@ -545,27 +545,9 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ persistence
     def _json_params(self) -> dict:
-        """get_params as JSON: numpy scalars as Python ones, tuples as lists, a user network as None
-        (its class name goes to the fitted settings), a RandomState ``random_state`` as None (the
-        fitted seeds are saved, so predictions do not depend on it)."""
-        params = self.get_params(deep=False)
-        out = {}
-        for k, v in params.items():
-            if isinstance(v, (np.bool_, bool)):
-                v = bool(v)
-            elif isinstance(v, np.integer):
-                v = int(v)
-            elif isinstance(v, np.floating):
-                v = float(v)
-            elif isinstance(v, (tuple, list, np.ndarray)):
-                v = [x.item() if isinstance(x, np.generic) else x for x in v]
-            out[k] = v
-        if _is_module_network(self.network):
-            out["network"] = None
-        rs = params["random_state"]
-        out["random_state"] = int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else None
-        out["device"] = str(params["device"])
-        return out
+        """`dubito.io.json_params`, with a user network as None (its class name goes to the
+        fitted settings)."""
+        return io.json_params(self, **({"network": None} if _is_module_network(self.network) else {}))
 
     def _state(self) -> tuple[dict[str, torch.Tensor], dict]:
         """(tensors, settings) of the fitted model: what `save` writes (also used by
@@ -578,7 +560,7 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
         user = _is_module_network(self.network)
         fitted = dict(
             n_features_in=int(self.n_features_in_),
-            feature_names_in=[str(c) for c in getattr(self, "feature_names_in_", [])] or None,
+            feature_names_in=io.feature_names_json(self),
             n_classes=int(self.n_classes_),
             image_shape=None if self.image_shape_ is None else [int(d) for d in self.image_shape_],
             n_train=int(self.n_train_),
@@ -597,8 +579,8 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
 
     @classmethod
     def _from_state(cls, tensors: dict, settings: dict, *, device=None, network=None, where="") -> MCDropoutClassifier:
-        try:
-            params = dict(settings["params"])
+        with io.rebuilding(where, cls.__name__):
+            params = io.params_from_json(settings["params"], device=device)
             fitted = settings["fitted"]
             user_name = fitted.get("user_network")
             if user_name is not None:
@@ -611,17 +593,11 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
                 params["network"] = network
             elif network is not None:
                 raise ValueError(f"{where} holds a built-in {params.get('network')!r} network; load it without network=")
-            params["hidden"] = tuple(params["hidden"])
-            if params.get("image_shape") is not None:
-                params["image_shape"] = tuple(params["image_shape"])
-            if device is not None:
-                params["device"] = str(device)
             est = cls(**params)
             s = est._settings()
             p, k = int(fitted["n_features_in"]), int(fitted["n_classes"])
             est.n_features_in_ = p
-            if fitted.get("feature_names_in"):
-                est.feature_names_in_ = np.asarray(fitted["feature_names_in"], dtype=object)
+            io.set_feature_names(est, fitted.get("feature_names_in"))
             est.classes_ = np.arange(k)
             est.n_classes_ = k
             est.image_shape_ = None if fitted["image_shape"] is None else tuple(int(d) for d in fitted["image_shape"])
@@ -640,8 +616,6 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
             state = {name[len("net."):]: v for name, v in tensors.items() if name.startswith("net.")}
             net.load_state_dict(state, strict=True)
             est.net_ = net.to(s["device"]).eval()
-        except (KeyError, TypeError, RuntimeError, AttributeError, IndexError) as exc:
-            raise ValueError(f"{where} is a {cls.__name__} file with inconsistent contents (corrupted?): {exc}") from None
         return est
 
     @classmethod

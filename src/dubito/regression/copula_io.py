@@ -33,7 +33,6 @@ from dubito import io
 from dubito._validation import check_fitted
 from dubito.inference.vi import FactorGaussian
 from dubito.regression.copula_posterior import CopulaPosterior
-from dubito.regression.deterministic import _json_params
 from dubito.regression.marginal import KDEMarginal
 
 __all__ = ["read_copula", "write_copula"]
@@ -155,9 +154,7 @@ def _posterior_from_state(t: dict, meta: dict, device) -> CopulaPosterior:
 def write_copula(est, path) -> None:
     """Write a fitted `ImplicitCopulaRegressor` to ``path`` (see the module docstring)."""
     check_fitted(est, ["posterior_"])
-    params = _json_params(est)
-    params["marginal"] = _marginal_param(est.marginal)
-    params["image_shape"] = None if est.image_shape is None else [int(v) for v in est.image_shape]
+    params = io.json_params(est, marginal=_marginal_param(est.marginal))
     tensors, marginal_settings = _marginal_state(est.marginal_)
     post_t, post_meta = _posterior_state(est.posterior_)
     tensors.update(post_t)
@@ -165,7 +162,7 @@ def write_copula(est, path) -> None:
     source = est.feature_source_
     fitted = dict(version=STATE_VERSION, feature_source=source, n_features=int(est.n_features_),
                   n_train=int(est.n_train_), n_features_in=getattr(est, "n_features_in_", None),
-                  feature_names_in=[str(c) for c in getattr(est, "feature_names_in_", [])] or None)
+                  feature_names_in=io.feature_names_json(est))
     if fitted["n_features_in"] is not None:
         fitted["n_features_in"] = int(fitted["n_features_in"])
     if source == "wrapped":
@@ -185,17 +182,12 @@ def read_copula(cls, path, *, device=None):
     # fresh (aligned) copies: BLAS results can depend on a buffer's alignment, and predictions
     # after loading must be bit-identical to the saved model's
     tensors = {k: v.clone() for k, v in tensors.items()}
-    try:
+    with io.rebuilding(path, cls.__name__, errors=(KeyError, TypeError, ValueError, RuntimeError, AttributeError)):
         fitted = settings["fitted"]
         if fitted.get("version") != STATE_VERSION:
             raise ValueError(f"unknown {cls.__name__} state version {fitted.get('version')!r}")
-        params = dict(settings["params"])
-        params["hidden"] = tuple(params["hidden"])
+        params = io.params_from_json(settings["params"], device=device)
         params["marginal"] = _marginal_from_param(params["marginal"])
-        if params.get("image_shape") is not None:
-            params["image_shape"] = tuple(params["image_shape"])
-        if device is not None:
-            params["device"] = str(device)
         est = cls(**params)
         s = est._settings()
         est.marginal_ = KDEMarginal.from_state(
@@ -207,8 +199,7 @@ def read_copula(cls, path, *, device=None):
         est.train_features_ = tensors["train_features"].double().numpy()
         if fitted.get("n_features_in") is not None:
             est.n_features_in_ = int(fitted["n_features_in"])
-        if fitted.get("feature_names_in"):
-            est.feature_names_in_ = np.asarray(fitted["feature_names_in"], dtype=object)
+        io.set_feature_names(est, fitted.get("feature_names_in"))
         if "dead_features" in tensors:
             est.dead_features_ = tensors["dead_features"].numpy().astype(np.intp)
         if est.feature_source_ == "wrapped":
@@ -222,6 +213,4 @@ def read_copula(cls, path, *, device=None):
             raise ValueError(f"unknown feature_source {est.feature_source_!r}")
         if est.train_features_.shape != (est.n_train_, est.n_features_) or est.posterior_.p != est.n_features_:
             raise ValueError("train_features / posterior do not match n_train and n_features")
-    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as exc:
-        raise ValueError(f"{path} is a {cls.__name__} file with inconsistent contents (corrupted?): {exc}") from None
     return est

@@ -645,18 +645,13 @@ class DeepNoiseRegressor(RegressorMixin, BaseEstimator):
         """Write the fitted model (kept states, traces, settings) to ``path`` (safetensors +
         JSON, atomically; no pickle)."""
         check_fitted(self, "samples_")
-        params = self.get_params(deep=False)
-        params["hidden"] = list(check_hidden(params["hidden"]))
-        rs = params["random_state"]
-        params["random_state"] = int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else None
-        params["device"] = str(params["device"])
-        params["checkpoint_dir"] = None if params["checkpoint_dir"] is None else str(params["checkpoint_dir"])
+        params = io.json_params(self)
         fitted = dict(
             n_features_in=int(self.n_features_in_),
             y_mean=self.y_mean_,
             y_scale=self.y_scale_,
             predict_seed=self._predict_seed,
-            feature_names_in=[str(c) for c in getattr(self, "feature_names_in_", [])] or None,
+            feature_names_in=io.feature_names_json(self),
         )
         tensors = {f"samples.{k}": v for k, v in self.samples_.items()}
         for name in ("x_mean_", "x_scale_", "loglik_trace_", "monitor_trace_", "chain_seconds_", "monitor_X_"):
@@ -668,13 +663,9 @@ class DeepNoiseRegressor(RegressorMixin, BaseEstimator):
     def load(cls, path, *, device=None) -> "DeepNoiseRegressor":
         """Read a model written by `save`; a corrupted or foreign file raises ValueError."""
         tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
-        try:
-            params = dict(settings["params"])
+        with io.rebuilding(path, cls.__name__):
             fitted = settings["fitted"]
-            params["hidden"] = tuple(params["hidden"])
-            if device is not None:
-                params["device"] = str(device)
-            est = cls(**params)
+            est = cls(**io.params_from_json(settings["params"], device=device))
             s = est._settings()
             dev = torch.device(s["device"])
             est.samples_ = {k[len("samples."):]: v.to(dev) for k, v in tensors.items() if k.startswith("samples.")}
@@ -685,12 +676,9 @@ class DeepNoiseRegressor(RegressorMixin, BaseEstimator):
             est.y_scale_ = float(fitted["y_scale"])
             est._predict_seed = int(fitted["predict_seed"])
             est.n_features_in_ = int(fitted["n_features_in"])
-            if fitted.get("feature_names_in"):
-                est.feature_names_in_ = np.asarray(fitted["feature_names_in"], dtype=object)
+            io.set_feature_names(est, fitted.get("feature_names_in"))
             DeepNoiseParams.from_flat({k: v[0, 0] for k, v in est.samples_.items()})
             est.diagnostics_ = est._diagnostics(warn=False)
-        except (KeyError, TypeError, RuntimeError, AttributeError, IndexError) as exc:
-            raise ValueError(f"{path} is a {cls.__name__} file with inconsistent contents (corrupted?): {exc}") from None
         return est
 
     def __sklearn_tags__(self):

@@ -322,17 +322,13 @@ class DeepNoiseSGDRegressor(RegressorMixin, BaseEstimator):
     def save(self, path) -> None:
         """Write the fitted model (safetensors + JSON settings, atomically; no pickle)."""
         check_fitted(self, "net_")
-        params = self.get_params(deep=False)
-        params["hidden"] = list(check_hidden(params["hidden"]))
-        rs = params["random_state"]
-        params["random_state"] = int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else None
-        params["device"] = str(params["device"])
+        params = io.json_params(self)
         fitted = dict(
             n_features_in=int(self.n_features_in_),
             y_mean=self.y_mean_,
             y_scale=self.y_scale_,
             predict_seed=self._predict_seed,
-            feature_names_in=[str(c) for c in getattr(self, "feature_names_in_", [])] or None,
+            feature_names_in=io.feature_names_json(self),
         )
         tensors = {f"net.{k}": v for k, v in self.net_.state_dict().items()}
         tensors["x_mean"] = torch.as_tensor(self.x_mean_, dtype=torch.float64)
@@ -344,13 +340,9 @@ class DeepNoiseSGDRegressor(RegressorMixin, BaseEstimator):
     def load(cls, path, *, device=None) -> "DeepNoiseSGDRegressor":
         """Read a model written by `save`; a corrupted or foreign file raises ValueError."""
         tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
-        try:
-            params = dict(settings["params"])
+        with io.rebuilding(path, cls.__name__):
             fitted = settings["fitted"]
-            params["hidden"] = tuple(params["hidden"])
-            if device is not None:
-                params["device"] = str(device)
-            est = cls(**params)
+            est = cls(**io.params_from_json(settings["params"], device=device))
             s = est._settings()
             p = int(fitted["n_features_in"])
             net = DeepNoiseNet((p, *s["hidden"], 1), s["activation"], torch.Generator(), dtype=torch.float64)
@@ -363,10 +355,7 @@ class DeepNoiseSGDRegressor(RegressorMixin, BaseEstimator):
             est.y_scale_ = float(fitted["y_scale"])
             est._predict_seed = int(fitted["predict_seed"])
             est.n_features_in_ = p
-            if fitted.get("feature_names_in"):
-                est.feature_names_in_ = np.asarray(fitted["feature_names_in"], dtype=object)
-        except (KeyError, TypeError, RuntimeError, AttributeError) as exc:
-            raise ValueError(f"{path} is a {cls.__name__} file with inconsistent contents (corrupted?): {exc}") from None
+            io.set_feature_names(est, fitted.get("feature_names_in"))
         return est
 
     def __sklearn_tags__(self):

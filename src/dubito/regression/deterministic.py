@@ -122,20 +122,6 @@ def _check_hidden(hidden) -> tuple[int, ...]:
         raise ValueError(f"hidden must be a tuple of positive ints, got {hidden!r}") from None
 
 
-def _json_params(est) -> dict:
-    params = est.get_params(deep=False)
-    params["hidden"] = list(_check_hidden(params["hidden"])) if "hidden" in params else None
-    if params["hidden"] is None:
-        del params["hidden"]
-    rs = params.get("random_state")
-    params["random_state"] = int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else None
-    if "device" in params:
-        params["device"] = str(params["device"])
-    if params.get("image_shape") is not None:  # validated in fit; JSON keeps it as a list
-        params["image_shape"] = [int(d) for d in params["image_shape"]]
-    return params
-
-
 class _Standardised(RegressorMixin, BaseEstimator):
     """Standardisation of X and y, fitted-data bookkeeping and the sklearn tags."""
 
@@ -355,11 +341,11 @@ class _MLPRegressor(_Standardised):
             y_mean=self.y_mean_,
             y_scale=self.y_scale_,
             predict_seed=int(self.predict_seed_),
-            feature_names_in=[str(c) for c in getattr(self, "feature_names_in_", [])] or None,
+            feature_names_in=io.feature_names_json(self),
             **self._fitted_scalars(),
         )
         io.save_tensors(path, self._network_tensors(), type(self).__name__,
-                        {"params": _json_params(self), "fitted": fitted})
+                        {"params": io.json_params(self), "fitted": fitted})
 
     def _network_tensors(self) -> dict[str, torch.Tensor]:
         """The trained network's weights (``net.*``) and the input scaling and loss curve."""
@@ -388,15 +374,9 @@ class _MLPRegressor(_Standardised):
         A corrupted, truncated or foreign file raises ``ValueError``.
         """
         tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
-        try:
-            params = dict(settings["params"])
+        with io.rebuilding(path, cls.__name__):
             fitted = settings["fitted"]
-            params["hidden"] = tuple(params["hidden"])
-            if params.get("image_shape") is not None:
-                params["image_shape"] = tuple(params["image_shape"])
-            if device is not None:
-                params["device"] = str(device)
-            est = cls(**params)
+            est = cls(**io.params_from_json(settings["params"], device=device))
             s = est._settings()
             p = int(fitted["n_features_in"])
             shapes_ok = est._restore_network(tensors, s, p)
@@ -405,11 +385,8 @@ class _MLPRegressor(_Standardised):
             est.n_train_ = int(fitted["n_train"])
             est.predict_seed_ = int(fitted["predict_seed"])
             est.n_features_in_ = p
-            if fitted.get("feature_names_in"):
-                est.feature_names_in_ = np.asarray(fitted["feature_names_in"], dtype=object)
+            io.set_feature_names(est, fitted.get("feature_names_in"))
             est._restore_scalars(fitted)
-        except (KeyError, TypeError, RuntimeError, AttributeError) as exc:
-            raise ValueError(f"{path} is a {cls.__name__} file with inconsistent contents (corrupted?): {exc}") from None
         if not shapes_ok:
             raise ValueError(f"{path} is a {cls.__name__} file with inconsistent tensor shapes (corrupted?)")
         return est
@@ -573,8 +550,7 @@ class NaiveRegressor(_Standardised):
         """Write the fitted model (no tensors to speak of; JSON settings in safetensors metadata)."""
         check_fitted(self)
         fitted = dict(center=self.center_, noise_var=self.noise_var_, n_train=self.n_train_,
-                      n_features_in=int(self.n_features_in_),
-                      feature_names_in=[str(c) for c in getattr(self, "feature_names_in_", [])] or None)
+                      n_features_in=int(self.n_features_in_), feature_names_in=io.feature_names_json(self))
         params = dict(strategy=self.strategy, constant=float(self.constant))
         io.save_tensors(path, {"noise_var": torch.tensor([self.noise_var_], dtype=torch.float64)},
                         type(self).__name__, {"params": params, "fitted": fitted})
@@ -583,17 +559,14 @@ class NaiveRegressor(_Standardised):
     def load(cls, path) -> NaiveRegressor:
         """Read a model written by `save`; a corrupted or foreign file raises ``ValueError``."""
         _, settings = io.load_tensors(path, cls.__name__)
-        try:
+        with io.rebuilding(path, cls.__name__, errors=(KeyError, TypeError, ValueError)):
             est = cls(**settings["params"])
             fitted = settings["fitted"]
             est.center_ = float(fitted["center"])
             est.noise_var_ = float(fitted["noise_var"])
             est.n_train_ = int(fitted["n_train"])
             est.n_features_in_ = int(fitted["n_features_in"])
-            if fitted.get("feature_names_in"):
-                est.feature_names_in_ = np.asarray(fitted["feature_names_in"], dtype=object)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"{path} is a {cls.__name__} file with inconsistent contents (corrupted?): {exc}") from None
+            io.set_feature_names(est, fitted.get("feature_names_in"))
         return est
 
     def __sklearn_tags__(self):

@@ -492,11 +492,7 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
     def save(self, path) -> None:
         """Write the fitted model to ``path`` (safetensors tensors + JSON settings; no pickle)."""
         check_fitted(self)
-        params = self.get_params(deep=False)
-        params["hidden"] = list(self._settings()["hidden"])
-        rs = params["random_state"]
-        params["random_state"] = int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else None
-        params["device"] = str(params["device"])
+        params = io.json_params(self)
         fitted = dict(
             n_features_in=int(self.n_features_in_),
             lambda_prior=self.lambda_prior_,
@@ -504,7 +500,7 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
             n_train=self.n_train_,
             y_mean=self.y_mean_,
             y_scale=self.y_scale_,
-            feature_names_in=[str(c) for c in getattr(self, "feature_names_in_", [])] or None,
+            feature_names_in=io.feature_names_json(self),
         )
         tensors = {f"net.{k}": v for k, v in self.net_.state_dict().items()}
         tensors["gammas"] = torch.as_tensor(self.gammas_, dtype=torch.float64)
@@ -520,13 +516,9 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
         A corrupted, truncated or foreign file raises ``ValueError``.
         """
         tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
-        try:
-            params = dict(settings["params"])
+        with io.rebuilding(path, cls.__name__):
             fitted = settings["fitted"]
-            params["hidden"] = tuple(params["hidden"])
-            if device is not None:
-                params["device"] = str(device)
-            est = cls(**params)
+            est = cls(**io.params_from_json(settings["params"], device=device))
             s = est._settings()
             p = int(fitted["n_features_in"])
             gens = [torch.Generator() for _ in range(s["n_members"])]  # values overwritten below
@@ -545,15 +537,12 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
             est.weight_decay_ = float(fitted["weight_decay"])
             est.n_train_ = int(fitted["n_train"])
             est.n_features_in_ = p
-            if fitted.get("feature_names_in"):
-                est.feature_names_in_ = np.asarray(fitted["feature_names_in"], dtype=object)
+            io.set_feature_names(est, fitted.get("feature_names_in"))
             shapes_ok = (
                 est.gammas_.shape == (s["n_members"],)
                 and est.x_mean_.shape == (p,)
                 and est.x_scale_.shape == (p,)
             )
-        except (KeyError, TypeError, RuntimeError, AttributeError) as exc:
-            raise ValueError(f"{path} is a {cls.__name__} file with inconsistent contents (corrupted?): {exc}") from None
         if not shapes_ok:
             raise ValueError(f"{path} is a {cls.__name__} file with inconsistent tensor shapes (corrupted?)")
         return est

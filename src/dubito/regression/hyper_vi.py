@@ -481,16 +481,12 @@ class HyperVIRegressor(RegressorMixin, BaseEstimator):
     def save(self, path) -> None:
         """Write the fitted model (safetensors tensors + JSON settings; no pickle)."""
         check_fitted(self, ["family_"])
-        params = self.get_params(deep=False)
-        params["generator_hidden"] = [int(h) for h in self._settings()["generator_hidden"]]
-        params["device"] = str(params["device"])
-        rs = params["random_state"]
-        params["random_state"] = int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else None
-        params["ood_box"] = None if self.ood_box is None else [self._user_box(self.n_features_in_).low.tolist(),
-                                                                self._user_box(self.n_features_in_).high.tolist()]
+        box = None if self.ood_box is None else self._user_box(self.n_features_in_)
+        params = io.json_params(self, generator_hidden=[int(h) for h in self._settings()["generator_hidden"]],
+                                ood_box=None if box is None else [box.low.tolist(), box.high.tolist()])
         fitted = {"n_features_in": int(self.n_features_in_), "n_train": self.n_train_, "y_mean": self.y_mean_,
                       "y_scale": self.y_scale_, "predict_seed": int(self.predict_seed_), "n_epochs": self.n_epochs_,
-                      "feature_names_in": [str(c) for c in getattr(self, "feature_names_in_", [])] or None}
+                      "feature_names_in": io.feature_names_json(self)}
         tensors = {f"family.{k}": v for k, v in self.family_.state_dict().items()}
         for key in ("x_mean", "x_scale", "loss_curve", "lr_curve", "min_knn_distance"):
             tensors[key] = torch.as_tensor(np.asarray(getattr(self, key + "_"), dtype=np.float64))
@@ -502,15 +498,9 @@ class HyperVIRegressor(RegressorMixin, BaseEstimator):
     def load(cls, path, *, device=None) -> HyperVIRegressor:
         """Read a model written by `save`; a corrupted or foreign file raises ``ValueError``."""
         tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
-        try:
-            params = dict(settings["params"])
+        with io.rebuilding(path, cls.__name__):
             fitted = settings["fitted"]
-            params["generator_hidden"] = tuple(params["generator_hidden"])
-            if params.get("ood_box") is not None:
-                params["ood_box"] = tuple(params["ood_box"])
-            if device is not None:
-                params["device"] = str(device)
-            est = cls(**params)
+            est = cls(**io.params_from_json(settings["params"], tuples=("generator_hidden", "ood_box"), device=device))
             s = est._settings()
             p = int(fitted["n_features_in"])
             est.net_ = FlatMLP(p, s["hidden"], s["activation"])
@@ -528,10 +518,7 @@ class HyperVIRegressor(RegressorMixin, BaseEstimator):
             est.n_train_, est.n_epochs_ = int(fitted["n_train"]), int(fitted["n_epochs"])
             est.predict_seed_ = int(fitted["predict_seed"])
             est.n_features_in_ = p
-            if fitted.get("feature_names_in"):
-                est.feature_names_in_ = np.asarray(fitted["feature_names_in"], dtype=object)
-        except (KeyError, TypeError, RuntimeError, AttributeError) as exc:
-            raise ValueError(f"{path} is a {cls.__name__} file with inconsistent contents (corrupted?): {exc}") from None
+            io.set_feature_names(est, fitted.get("feature_names_in"))
         if est.x_mean_.shape != (p,) or est.x_scale_.shape != (p,) or est.ood_box_.n_features != p:
             raise ValueError(f"{path} is a {cls.__name__} file with inconsistent tensor shapes (corrupted?)")
         return est
