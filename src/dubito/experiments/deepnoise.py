@@ -69,6 +69,8 @@ from dubito.experiments.base import (
     PaperNumber,
     Preset,
 )
+from dubito.experiments.claims import claim_block, missing_lines, section
+from dubito.experiments.claims import verdict as _verdict
 
 __all__ = [
     "EXPERIMENT",
@@ -1035,12 +1037,6 @@ def _table2(t: _Table) -> list[str]:
     return out
 
 
-def _verdict(flags: list[bool]) -> str:
-    if not flags:
-        return "not checkable here"
-    return "holds" if all(flags) else ("does not hold" if not any(flags) else "partly")
-
-
 def _best_or_tied(t: _Table, dataset: str, metric: str, rivals: tuple[str, ...]) -> tuple[bool, str] | None:
     """B-DeepNoise's mean rounded to the paper's 2 decimals <= every rival's rounded mean (the
     paper's own tie rule: Kin8nm and Naval RMSE are printed ties)."""
@@ -1204,30 +1200,17 @@ def _diagnostics(rows) -> list[str]:
                      f"{_fmt(float(np.mean(a['speed'])), 1) if a['speed'] else '—'} |")
     if not lines:
         return []
-    return ["## B-DeepNoise chain diagnostics", "",
-            "Split R-hat (max) and bulk ESS (min) over the estimator's monitored predictive functionals (the "
-            "predictive mean at training rows and the train log-likelihood; spec §2.4: not raw weights), over the "
-            "stored cells, and the number of cells whose fit warned (ConvergenceWarning at R-hat > 1.05, or "
-            "others; the cells' info has the messages).", "",
-            "| dataset | variant | cells | R-hat max | ESS min | cells with warnings | sweeps / s per chain (incl. init) |",
-            "|---|---|---:|---:|---:|---:|---:|",
-            *lines, ""]
+    return section("B-DeepNoise chain diagnostics",
+                   "Split R-hat (max) and bulk ESS (min) over the estimator's monitored predictive functionals (the "
+                   "predictive mean at training rows and the train log-likelihood; spec §2.4: not raw weights), over "
+                   "the stored cells, and the number of cells whose fit warned (ConvergenceWarning at R-hat > 1.05, "
+                   "or others; the cells' info has the messages).",
+                   ["| dataset | variant | cells | R-hat max | ESS min | cells with warnings | sweeps / s per chain "
+                    "(incl. init) |", "|---|---|---:|---:|---:|---:|---:|", *lines])
 
 
 def _missing(rows, preset) -> list[str]:
-    expected = EXPERIMENT.cells(preset.name)
-    done = {(r.dataset, r.method, r.split, r.seed) for r in rows}
-    miss = [c for c in expected if (c.dataset, c.method, c.split, c.seed) not in done]
-    if not miss:
-        return ["All cells of the preset that can run here are in the store."]
-    out = [f"{len(miss)} of {len(expected)} cells are not in the store (the sections below use only the stored ones):"]
-    by: dict[tuple[str, str], list[int]] = {}
-    for c in miss:
-        by.setdefault((c.dataset, c.method), []).append(c.split)
-    for (ds, m), splits in by.items():
-        out.append(f"- {ds} · {m} · split(s) {', '.join(map(str, splits))} "
-                   f"(`dubito bench deepnoise --preset {preset.name} --datasets {ds} --methods {m} --store ...`)")
-    return out
+    return missing_lines(EXPERIMENT, rows, preset, "the sections below use only the stored ones")
 
 
 ANOMALIES = [
@@ -1255,7 +1238,7 @@ def report_sections(rows, preset) -> list[str]:
     nc = "not checkable here (no cells stored for it)"
 
     def block(title: str, lines: list[str], how: str = "") -> list[str]:
-        return [f"- **{title}**" + (f" {how}" if how else ""), *(lines or [f"  - {nc}."])]
+        return claim_block(title, lines, how, empty=nc)
 
     out = ["## Cells", "", *_missing(rows, preset), ""]
     out += _table1(t)

@@ -57,6 +57,8 @@ from dubito.experiments.base import (
     PaperNumber,
     Preset,
 )
+from dubito.experiments.claims import CellTable, claim_block, missing_lines, section, verdict
+from dubito.experiments.claims import fmt as _f
 
 __all__ = ["EXPERIMENT", "run_cell", "LEVELS", "ICNLM_VARIANTS", "report_sections", "data_kind"]
 
@@ -721,27 +723,12 @@ _IC_VI = ("IC-NLM ridge VI", "IC-NLM horseshoe VI")
 _BENCH = (MC_PAPER, MC_NOISE, "MDN", "Deterministic")
 
 
-def _f(x, digits: int = 3) -> str:
-    if x is None or not np.isfinite(x):
-        return "n/a"
-    return f"{x:.{digits}g}"
-
-
-class _Table:
-    """Means over the stored cells of each (dataset, variant, metric); cell infos per method."""
+class _Table(CellTable):
+    """Means over the stored cells of each (dataset, variant, metric), driving first; cell infos per method."""
 
     def __init__(self, rows):
-        self.rows = list(rows)
-        self.datasets = list(dict.fromkeys(r.dataset for r in sorted(self.rows, key=lambda r: (r.dataset not in DRIVING, r.dataset))))
-
-    def values(self, dataset: str, variant: str, metric: str) -> list[float]:
-        return [float(r.variants[variant][metric]) for r in self.rows
-                if r.dataset == dataset and variant in (r.variants or {}) and metric in r.variants[variant]
-                and r.variants[variant][metric] is not None and np.isfinite(r.variants[variant][metric])]
-
-    def mean(self, dataset: str, variant: str, metric: str) -> float | None:
-        v = self.values(dataset, variant, metric)
-        return float(np.mean(v)) if v else None
+        rows = list(rows)
+        super().__init__(rows, dict.fromkeys(r.dataset for r in sorted(rows, key=lambda r: (r.dataset not in DRIVING, r.dataset))))
 
     def share_ratio(self, dataset: str, variant: str, share: float = 0.2) -> float | None:
         """MSE of the ``share`` of test points with the smallest predictive variance over the MSE of
@@ -767,11 +754,7 @@ class _Table:
 
 
 def _verdict(flags: list[bool]) -> str:
-    if not flags:
-        return "not checkable here (no cells)"
-    if all(flags):
-        return "holds"
-    return "does not hold" if not any(flags) else "partly"
+    return verdict(flags, empty="not checkable here (no cells)")
 
 
 def _order(t: _Table, ds: str, variants, metric: str, reverse: bool = False) -> str:
@@ -978,20 +961,8 @@ def _claim_c3(t: _Table) -> list[str]:
 
 
 def _missing(rows, preset) -> list[str]:
-    expected = EXPERIMENT.cells(preset.name)
-    done = {(r.dataset, r.method, r.split, r.seed) for r in rows}
-    miss = [c for c in expected if (c.dataset, c.method, c.split, c.seed) not in done]
-    if not miss:
-        return ["All cells of the preset that can run here are in the store."]
-    out = [f"{len(miss)} of {len(expected)} cells are not in the store (claims below use only the stored ones):"]
-    by = {}
-    for c in miss:
-        by.setdefault((c.dataset, c.method), []).append(c.split)
-    for (ds, m), splits in by.items():
-        dev = " --device cuda" if ds in DRIVING else ""
-        out.append(f"- {ds} · {m} · split(s) {', '.join(map(str, splits))} "
-                   f"(`dubito bench icnlm --preset {preset.name} --datasets {ds} --methods {m}{dev} --store ...`)")
-    return out
+    return missing_lines(EXPERIMENT, rows, preset, "claims below use only the stored ones",
+                         bench_flags=lambda ds: " --device cuda" if ds in DRIVING else "")
 
 
 def _thresholds_table(rows) -> list[str]:
@@ -1003,13 +974,13 @@ def _thresholds_table(rows) -> list[str]:
             seen[(r.dataset, r.split, r.seed)] = (t, (r.info or {}).get("naive_center"), (r.info or {}).get("n_train"))
     if not seen:
         return []
-    out = ["## Accuracy thresholds", "",
-           "The paper's 6 and 2 degrees mapped to each split (`matched_thresholds`): the smallest t_I, t_II at which "
-           "the naive learner's constant c reaches 93.21 % and 65.12 % on the training responses, in the data's units.",
-           "", "| dataset | split | n train | naive c | t_I (paper: 6 deg) | t_II (paper: 2 deg) |", "|---|---:|---:|---:|---:|---:|"]
+    table = ["| dataset | split | n train | naive c | t_I (paper: 6 deg) | t_II (paper: 2 deg) |", "|---|---:|---:|---:|---:|---:|"]
     for (ds, split, _seed), (t, c, n) in seen.items():
-        out.append(f"| {ds} | {split} | {n} | {_f(c, 4)} | {_f(t[0], 4)} | {_f(t[1], 4)} |")
-    return [*out, ""]
+        table.append(f"| {ds} | {split} | {n} | {_f(c, 4)} | {_f(t[0], 4)} | {_f(t[1], 4)} |")
+    return section("Accuracy thresholds",
+                   "The paper's 6 and 2 degrees mapped to each split (`matched_thresholds`): the smallest t_I, t_II at "
+                   "which the naive learner's constant c reaches 93.21 % and 65.12 % on the training responses, in the "
+                   "data's units.", table)
 
 
 def report_sections(rows, preset) -> list[str]:
@@ -1020,8 +991,7 @@ def report_sections(rows, preset) -> list[str]:
     nc = "not checkable here (no cells stored yet)"
 
     def block(title: str, lines: list[str], how: str = "") -> list[str]:
-        head = f"- **{title}**" + (f" {how}" if how else "")
-        return [head, *(lines or [f"  - {nc}."])]
+        return claim_block(title, lines, how, empty=nc)
 
     out = ["## Cells", "", *_missing(rows, preset), "", *_thresholds_table(rows), "## The paper's claims, checked", "",
            "Each claim (spec §4) and check (spec §5) is evaluated per data set from the means over the stored "

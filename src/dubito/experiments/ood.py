@@ -51,6 +51,9 @@ from dubito.experiments.base import (
     PaperNumber,
     Preset,
 )
+from dubito.experiments.claims import CellTable, claim_block, missing_lines
+from dubito.experiments.claims import fmt as _f
+from dubito.experiments.claims import verdict as _verdict
 
 __all__ = [
     "DATASETS",
@@ -881,34 +884,12 @@ EXPERIMENT = _OODExperiment(
 # ---------------------------------------------------------------------------------- claims
 
 
-def _f(x, digits: int = 3) -> str:
-    if x is None or not np.isfinite(x):
-        return "n/a"
-    return f"{x:.{digits}g}"
+class _Table(CellTable):
+    """Means over the stored cells, the data sets in `DATASETS` order."""
 
-
-class _Table:
     def __init__(self, rows):
-        self.rows = list(rows)
-        self.datasets = [d for d in DATASETS if any(r.dataset == d for r in self.rows)]
-
-    def values(self, ds: str, variant: str, metric: str) -> list[float]:
-        out = []
-        for r in self.rows:
-            m = (r.variants or {}).get(variant)
-            if r.dataset == ds and m and m.get(metric) is not None and np.isfinite(m[metric]):
-                out.append(float(m[metric]))
-        return out
-
-    def mean(self, ds: str, variant: str, metric: str) -> float | None:
-        v = self.values(ds, variant, metric)
-        return float(np.mean(v)) if v else None
-
-
-def _verdict(flags: list[bool]) -> str:
-    if not flags:
-        return "not checkable here"
-    return "holds" if all(flags) else ("does not hold" if not any(flags) else "partly")
+        rows = list(rows)
+        super().__init__(rows, [d for d in DATASETS if any(r.dataset == d for r in rows)])
 
 
 def _finding1(t: _Table) -> list[str]:
@@ -1007,16 +988,13 @@ def _sigma_table(t: _Table) -> list[str]:
 
 
 def _missing(rows, preset) -> list[str]:
-    expected = EXPERIMENT.cells(preset.name)
-    done = {(r.dataset, r.method, r.split, r.seed) for r in rows}
-    miss = [c for c in expected if (c.dataset, c.method, c.split, c.seed) not in done]
-    if not miss:
-        return ["All cells of the preset that can run here are in the store."]
-    by: dict = {}
-    for c in miss:
-        by.setdefault(c.dataset, set()).add(c.method)
-    return [f"{len(miss)} of {len(expected)} cells are not in the store (the claims use the stored ones); missing: "
-            + "; ".join(f"{ds}: {', '.join(sorted(ms))}" for ds, ms in by.items()) + "."]
+    def by_dataset(miss) -> str:
+        by: dict = {}
+        for c in miss:
+            by.setdefault(c.dataset, set()).add(c.method)
+        return "; ".join(f"{ds}: {', '.join(sorted(ms))}" for ds, ms in by.items())
+
+    return missing_lines(EXPERIMENT, rows, preset, "the claims use the stored ones", listing=by_dataset)
 
 
 def report_sections(rows, preset) -> list[str]:
@@ -1025,7 +1003,7 @@ def report_sections(rows, preset) -> list[str]:
     t = _Table(rows)
 
     def block(title, lines):
-        return [f"- **{title}**", *(lines or ["  - not checkable here (cells missing)."])]
+        return claim_block(title, lines, empty="not checkable here (cells missing)")
 
     out = ["## Cells", "", *_missing(rows, preset), "", "## The paper's claims, checked (spec §6 findings)", "",
            "Means over the stored seeds. Entropies are compared only within a preset (equal N, d, T).", ""]

@@ -75,6 +75,8 @@ from dubito.experiments.base import (
     PaperNumber,
     Preset,
 )
+from dubito.experiments.claims import DatasetMeans, fmt, missing_lines, section
+from dubito.experiments.claims import verdict as _verdict
 
 __all__ = [
     "EXPERIMENT",
@@ -994,43 +996,13 @@ EXPERIMENT = _ThesisExperiment(
 # ---------------------------------------------------------------------------------- findings
 
 
-def _f(x, d: int = 3) -> str:
-    if x is None or not np.isfinite(x):
-        return "n/a"
-    return f"{x:.{d}f}"
+#: ``x`` with ``d`` decimals, "n/a" for None and non-finite values
+_f = functools.partial(fmt, kind="f")
 
 
 def verdict(flags: list[bool]) -> str:
     """holds (all), does not hold (none), partly (some), not checkable (no evidence)."""
-    if not flags:
-        return "not checkable"
-    return "holds" if all(flags) else ("does not hold" if not any(flags) else "partly")
-
-
-class _Means:
-    """Means over the stored cells of one dataset: (variant, metric) -> mean."""
-
-    def __init__(self, rows, dataset):
-        acc: dict = {}
-        for r in rows:
-            if r.dataset != dataset:
-                continue
-            for v, ms in (r.variants or {}).items():
-                for k, x in (ms or {}).items():
-                    if x is not None and np.isfinite(x):
-                        acc.setdefault((v, k), []).append(float(x))
-        self.values = acc
-
-    def __call__(self, variant, metric):
-        v = self.values.get((variant, metric))
-        return float(np.mean(v)) if v else None
-
-    def sd(self, variant, metric):
-        v = self.values.get((variant, metric))
-        return float(np.std(v, ddof=1)) if v and len(v) > 1 else None
-
-    def n(self, variant, metric):
-        return len(self.values.get((variant, metric), []))
+    return _verdict(flags, empty="not checkable")
 
 
 def _have(*xs) -> bool:
@@ -1064,9 +1036,14 @@ def _h1(M):
     return flags, lines
 
 
+def _swept(M, m, sep: str, cast) -> list:
+    """The sorted values x of a stored sensitivity sweep of method ``m`` (variants "<m><sep><x>")."""
+    return sorted({cast(k[0].split(sep)[1]) for k in M.values if k[0].startswith(f"{m}{sep}")})
+
+
 def _ts(M, m) -> list[int]:
     """The T values of the stored T sensitivity of method ``m`` (variants "<m> T=<T>")."""
-    return sorted({int(k[0].split(" T=")[1]) for k in M.values if k[0].startswith(f"{m} T=")})
+    return _swept(M, m, " T=", int)
 
 
 def _h2(M):
@@ -1176,7 +1153,7 @@ def _h6(M):
 
 def _betas(M, m) -> list[float]:
     """The β factors of the stored β sensitivity of method ``m`` (variants "<m> β×<f>")."""
-    return sorted({float(k[0].split("β×")[1]) for k in M.values if k[0].startswith(f"{m} β×")})
+    return _swept(M, m, " β×", float)
 
 
 def _h7(M):
@@ -1344,7 +1321,7 @@ FINDINGS = {
 
 def finding_verdicts(rows, dataset: str) -> dict[str, tuple[str, list[str]]]:
     """Finding id -> (verdict, evidence lines) from the stored rows of ``dataset`` (means over seeds)."""
-    M = _Means(rows, dataset)
+    M = DatasetMeans(rows, dataset)
     primary = PRIMARY_OOD.get(dataset, "")
     oods = sorted({k[1].split("_")[2] for k in M.values if k[1].startswith("ood_auroc_") and k[1].count("_") == 3})
     oods = [primary] + [o for o in oods if o != primary] if primary in oods else oods
@@ -1528,13 +1505,8 @@ def _crf_table(rows, dataset, M, variants) -> list[str]:
 
 
 def _missing(rows, preset) -> list[str]:
-    expected = EXPERIMENT.cells(preset.name)
-    done = {(r.dataset, r.method, r.split, r.seed) for r in rows}
-    miss = [c for c in expected if (c.dataset, c.method, c.split, c.seed) not in done]
-    if not miss:
-        return ["All cells of the preset that can run here are in the store."]
-    return [f"{len(miss)} of {len(expected)} cells are not in the store (the tables use the stored ones); missing: "
-            + ", ".join(f"{c.dataset}/{c.method}/seed {c.seed}" for c in miss[:30]) + "."]
+    return missing_lines(EXPERIMENT, rows, preset, "the tables use the stored ones", listing=lambda miss: ", ".join(
+        f"{c.dataset}/{c.method}/seed {c.seed}" for c in miss[:30]))
 
 
 def report_sections(rows, preset) -> list[str]:
@@ -1545,77 +1517,74 @@ def report_sections(rows, preset) -> list[str]:
     main = [*singles, *ENSEMBLES]
     laps = [f"laplace_{m}{suf}" for m in singles for suf in ("", " (tuned)", " +dropout")]
     for ds in sorted({r.dataset for r in rows}, key=lambda d: DATASETS.index(d) if d in DATASETS else 99):
-        M = _Means(rows, ds)
+        M = DatasetMeans(rows, ds)
         primary = PRIMARY_OOD.get(ds, "")
         oods = [primary] + sorted({k[1].split("_")[2] for k in M.values if k[1].startswith("ood_auroc_")
                                    and k[1].count("_") == 3} - {primary})
-        out += [f"## {ds}: Table 4.1 beside the thesis", "",
-                "Ours: mean ± sd over the stored seeds on the adaptation pool (ensembles: one value, as the thesis). "
-                f"Thesis: UniHB, mean ± sd of 3 seeds; {FLAG_UNRELIABLE} = unreliable cell (spec pitfalls 7-8). "
-                f"OOD columns use the primary OOD set ({primary}). Absolute values are not comparable (other data, "
-                "other networks); the findings below compare directions.", "",
-                *_wide_table(M, main, TABLE41), "",
-                f"## {ds}: the Laplace table", "",
-                "`laplace_<m>`: the thesis's scale 1, damping 15, dropout off; `(tuned)`: (scale, damping) by source "
-                "validation NLL on the spec's grid; `+dropout`: tuned, MC dropout on while sampling.", "",
-                *_wide_table(M, [v for m in singles for v in (m, f"laplace_{m}", f"laplace_{m} (tuned)",
-                                                             f"laplace_{m} +dropout")], LAPLACE_TABLE), ""]
-        out += [f"## {ds}: uncertainty measures", "",
-                "AUROC per measure (conf, predictive entropy H, mutual information MI); the thesis found confidence "
-                "best for misclassification and MI best for OOD (spec §2.8).", "",
-                *_measure_table(M, main + laps, oods), ""]
-        tt = _t_table(M)
-        if tt:
-            out += [f"## {ds}: sensitivity to the number of MC samples T (spec §2.3 [R]; serves H1, H4, check S2)", "",
-                    "The same trained models, predicted with T passes: the predictive at each T takes the first T of "
-                    f"one draw of {max(max(_ts(M, m) or [0]) for m in ('mcdp', 'cdp', 'mdp'))} passes (nested), on "
-                    "the adaptation pool and the primary OOD set; mean ± sd over seeds. The main rows use the preset's "
-                    "T from an independent draw.", "", *tt, ""]
+        n_t = max(max(_ts(M, m) or [0]) for m in ("mcdp", "cdp", "mdp"))
         hs = [v for m in ("cdp", "mdp") for v in (m, f"{m} (hard sampler)") if M(v, "accuracy") is not None]
-        if any(v.endswith("(hard sampler)") for v in hs):
-            out += [f"## {ds}: concrete dropout's test-time sampler, relaxed vs hard (spec §2.4; check S1)", "",
-                    "Relaxed = the concrete (t = 0.1) mask used in training, as Gal's code; hard = Bernoulli(p_keep) "
-                    "masks 1[u > p_drop]. Same model, same seeds, so both samplers see the same uniforms u.", "",
-                    *_wide_table(M, hs, {}), ""]
-        bt = _beta_table(M)
-        if bt:
-            out += [f"## {ds}: concrete-dropout regulariser scale β (spec §2.4; serves H6)", "",
-                    "β = factor / N_train (1/N is the KL-consistent default); the other factors are retrained models "
-                    "of the β seeds only (seed 0), so their rows are single values beside the seed mean of 1/N.", "",
-                    *bt, ""]
-        rel = _reliability_table(rows, ds, [v for v in (*main, "laplace_cdp (tuned)") if M(v, "accuracy") is not None])
-        if rel:
-            out += [f"## {ds}: reliability diagrams (adaptation pool)", "",
-                    "Per confidence bin: accuracy / mean confidence (count), pooled over the stored seeds (20 equal-width "
-                    "bins; empty bins left out). The thesis's Fig. 4.5 as numbers.", "", *rel, ""]
-        pc = _pc_table(M, main)
-        if pc:
-            out += [f"## {ds}: precision-coverage on the adaptation pool (spec §2.9, no fine-tuning)", "",
-                    "Precision of the pseudo-labels among the lowest-uncertainty fraction q of the pool; class-balanced "
-                    "selection (spec §2.9 step 2): `balanced` = an equal count per predicted class as far as the "
-                    "budget allows, `proportional` = the lowest-u fraction q within each predicted class; 'even share' "
-                    "= the smallest predicted class's count in S over |S|/K (1 = even).", "", *pc, ""]
-        al = _autolabel_table(M)
-        if al:
-            out += [f"## {ds}: auto-labelling (reconstruction, spec §2.9)", "",
-                    "Fine-tuned on source ∪ S, evaluated on the held-out 0° view; random and manual take the same "
-                    "random items (pseudo vs true labels); `(balanced)` / `(proportional)`: class-balanced uncertainty "
-                    "selection (spec §2.9 step 2, pitfall 13); class counts by the label given. Manual labels saved "
-                    "(spec §2.9): the true labels the manual baseline needs to reach the row's held-out accuracy, "
-                    "read linearly between the manual rows' (|S|, accuracy) points and (0, no adaptation), minus the "
-                    "row's own manual labels; ≥ = above every manual point (a lower bound).", "", *al, ""]
-        crf = _crf_table(rows, ds, M, main)
-        if crf:
-            out += [f"## {ds}: context CRF on synthetic scenes (reconstruction, spec §2.10)", "",
-                    "Test scenes from the evaluation view; 'confusable' = objects whose class is in a confusable pair. "
-                    "`(weak context)`: the same unaries in scenes of overlapping types (spec §5.1 item 3: 6 typical "
-                    "classes per type at 0.6 mass), co-occurrence and w learnt on weak-context scenes.",
-                    "", *crf, ""]
-        out += [(f"## {ds}: findings H1-H9 (spec §5.3) and checks S1-S2 (spec §2.3-2.4), judged from the stored "
-                 "numbers"), "", ("Lines marked 'not counted' are robustness or context lines that do not enter the "
-                                  "verdict."), ""]
+        findings = []
         for h, (vd, lines) in finding_verdicts(rows, ds).items():
-            out.append(f"- **{h}** — {FINDINGS[h]}: **{vd}**")
-            out += [f"  - {x}" for x in lines] or ["  - no stored numbers for this finding."]
-        out.append("")
+            findings.append(f"- **{h}** — {FINDINGS[h]}: **{vd}**")
+            findings += [f"  - {x}" for x in lines] or ["  - no stored numbers for this finding."]
+        # (title, intro, lines): a section per table; the optional ones are left out without lines
+        parts = [
+            ("Table 4.1 beside the thesis",
+             "Ours: mean ± sd over the stored seeds on the adaptation pool (ensembles: one value, as the thesis). "
+             f"Thesis: UniHB, mean ± sd of 3 seeds; {FLAG_UNRELIABLE} = unreliable cell (spec pitfalls 7-8). "
+             f"OOD columns use the primary OOD set ({primary}). Absolute values are not comparable (other data, "
+             "other networks); the findings below compare directions.",
+             _wide_table(M, main, TABLE41)),
+            ("the Laplace table",
+             "`laplace_<m>`: the thesis's scale 1, damping 15, dropout off; `(tuned)`: (scale, damping) by source "
+             "validation NLL on the spec's grid; `+dropout`: tuned, MC dropout on while sampling.",
+             _wide_table(M, [v for m in singles for v in (m, f"laplace_{m}", f"laplace_{m} (tuned)",
+                                                          f"laplace_{m} +dropout")], LAPLACE_TABLE)),
+            ("uncertainty measures",
+             "AUROC per measure (conf, predictive entropy H, mutual information MI); the thesis found confidence "
+             "best for misclassification and MI best for OOD (spec §2.8).",
+             _measure_table(M, main + laps, oods)),
+            ("sensitivity to the number of MC samples T (spec §2.3 [R]; serves H1, H4, check S2)",
+             "The same trained models, predicted with T passes: the predictive at each T takes the first T of "
+             f"one draw of {n_t} passes (nested), on the adaptation pool and the primary OOD set; mean ± sd over "
+             "seeds. The main rows use the preset's T from an independent draw.",
+             _t_table(M)),
+            ("concrete dropout's test-time sampler, relaxed vs hard (spec §2.4; check S1)",
+             "Relaxed = the concrete (t = 0.1) mask used in training, as Gal's code; hard = Bernoulli(p_keep) "
+             "masks 1[u > p_drop]. Same model, same seeds, so both samplers see the same uniforms u.",
+             _wide_table(M, hs, {}) if any(v.endswith("(hard sampler)") for v in hs) else []),
+            ("concrete-dropout regulariser scale β (spec §2.4; serves H6)",
+             "β = factor / N_train (1/N is the KL-consistent default); the other factors are retrained models "
+             "of the β seeds only (seed 0), so their rows are single values beside the seed mean of 1/N.",
+             _beta_table(M)),
+            ("reliability diagrams (adaptation pool)",
+             "Per confidence bin: accuracy / mean confidence (count), pooled over the stored seeds (20 equal-width "
+             "bins; empty bins left out). The thesis's Fig. 4.5 as numbers.",
+             _reliability_table(rows, ds, [v for v in (*main, "laplace_cdp (tuned)") if M(v, "accuracy") is not None])),
+            ("precision-coverage on the adaptation pool (spec §2.9, no fine-tuning)",
+             "Precision of the pseudo-labels among the lowest-uncertainty fraction q of the pool; class-balanced "
+             "selection (spec §2.9 step 2): `balanced` = an equal count per predicted class as far as the "
+             "budget allows, `proportional` = the lowest-u fraction q within each predicted class; 'even share' "
+             "= the smallest predicted class's count in S over |S|/K (1 = even).",
+             _pc_table(M, main)),
+            ("auto-labelling (reconstruction, spec §2.9)",
+             "Fine-tuned on source ∪ S, evaluated on the held-out 0° view; random and manual take the same "
+             "random items (pseudo vs true labels); `(balanced)` / `(proportional)`: class-balanced uncertainty "
+             "selection (spec §2.9 step 2, pitfall 13); class counts by the label given. Manual labels saved "
+             "(spec §2.9): the true labels the manual baseline needs to reach the row's held-out accuracy, "
+             "read linearly between the manual rows' (|S|, accuracy) points and (0, no adaptation), minus the "
+             "row's own manual labels; ≥ = above every manual point (a lower bound).",
+             _autolabel_table(M)),
+            ("context CRF on synthetic scenes (reconstruction, spec §2.10)",
+             "Test scenes from the evaluation view; 'confusable' = objects whose class is in a confusable pair. "
+             "`(weak context)`: the same unaries in scenes of overlapping types (spec §5.1 item 3: 6 typical "
+             "classes per type at 0.6 mass), co-occurrence and w learnt on weak-context scenes.",
+             _crf_table(rows, ds, M, main)),
+            ("findings H1-H9 (spec §5.3) and checks S1-S2 (spec §2.3-2.4), judged from the stored numbers",
+             "Lines marked 'not counted' are robustness or context lines that do not enter the verdict.",
+             findings),
+        ]
+        for title, intro, lines in parts:
+            if lines:
+                out += section(f"{ds}: {title}", intro, lines)
     return out
