@@ -35,6 +35,8 @@ __all__ = [
     "check_int",
     "check_float",
     "check_choice",
+    "check_bool",
+    "check_widths",
 ]
 
 
@@ -191,3 +193,18 @@ def check_choice(value, name: str, choices) -> str:
     if value not in tuple(choices):
         raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
     return value
+
+
+def check_bool(value, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def check_widths(value, name: str = "hidden") -> tuple[int, ...]:
+    """Layer widths as a tuple of positive ints: an int is one layer, () none."""
+    widths = (value,) if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else value
+    try:
+        return tuple(check_int(h, f"{name} widths", min_value=1) for h in widths)
+    except TypeError:
+        raise ValueError(f"{name} must be a tuple of positive ints, got {value!r}") from None

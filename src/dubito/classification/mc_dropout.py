@@ -73,6 +73,7 @@ from dubito._validation import (
     check_fitted,
     check_float,
     check_int,
+    check_widths,
     validate_fit_data,
     validate_predict_data,
 )
@@ -88,7 +89,7 @@ from dubito.nn.concrete_dropout import (
 )
 from dubito.nn.pilotnet import check_image_shape
 from dubito.predictive.classes import ClassPredictive
-from dubito.regression.deterministic import _check_device, _check_hidden, seeds_from
+from dubito.regression.deterministic import _check_device, seeds_from
 
 __all__ = ["MCDropoutClassifier", "check_labels", "mc_logits", "wrap"]
 
@@ -253,7 +254,7 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
             n_samples=check_int(self.n_samples, "n_samples", min_value=1),
             user=user,
             features=check_int(self.features, "features", min_value=1),
-            hidden=_check_hidden(self.hidden),
+            hidden=check_widths(self.hidden),
             temperature=check_float(self.temperature, "temperature", strictly_positive=True),
             weight_regularizer=check_float(self.weight_regularizer, "weight_regularizer", min_value=0.0),
             dropout_regularizer=(None if self.dropout_regularizer is None else

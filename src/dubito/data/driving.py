@@ -73,7 +73,7 @@ from collections import deque
 from dataclasses import asdict, dataclass
 from numbers import Integral
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

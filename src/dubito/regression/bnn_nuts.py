@@ -40,9 +40,11 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils import check_random_state
 
 from dubito._validation import (
+    check_bool,
     check_choice,
     check_float,
     check_int,
+    check_widths,
     validate_fit_data,
     validate_predict_data,
 )
@@ -127,13 +129,7 @@ class NUTSNetworkRegressor(RegressorMixin, BaseEstimator):
         self.progress = progress
 
     def _settings(self) -> dict:
-        hidden = self.hidden
-        if isinstance(hidden, (int, np.integer)) and not isinstance(hidden, bool):
-            hidden = (hidden,)
-        try:
-            hidden = tuple(check_int(h, "hidden widths", min_value=1) for h in hidden)
-        except TypeError:
-            raise ValueError(f"hidden must be a tuple of positive ints, got {self.hidden!r}") from None
+        hidden = check_widths(self.hidden)
         if self.noise_sd is not None:
             check_float(self.noise_sd, "noise_sd", strictly_positive=True)
         try:
@@ -145,8 +141,7 @@ class NUTSNetworkRegressor(RegressorMixin, BaseEstimator):
         tap = check_float(self.target_accept_prob, "target_accept_prob", strictly_positive=True)
         if tap >= 1:
             raise ValueError(f"target_accept_prob must lie in (0, 1), got {tap}")
-        if not isinstance(self.progress, (bool, np.bool_)):
-            raise ValueError(f"progress must be True or False, got {self.progress!r}")
+        check_bool(self.progress, "progress")
         try:
             device = torch.device(self.device)
         except (RuntimeError, TypeError) as exc:

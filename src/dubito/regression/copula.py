@@ -91,6 +91,7 @@ import torch
 from scipy.special import ndtr, ndtri
 
 from dubito._validation import (
+    check_bool,
     check_choice,
     check_fitted,
     check_float,
@@ -107,7 +108,6 @@ from dubito.regression.copula_posterior import (
 )
 from dubito.regression.deterministic import (
     MIN_SAMPLES,
-    _check_bool,
     _MLPRegressor,
     seeds_from,
 )
@@ -350,7 +350,7 @@ class ImplicitCopulaRegressor(_MLPRegressor):
 
     # -------------------------------------------------------------- settings
     def _copula_settings(self) -> dict:
-        _check_bool(self, "progress")
+        check_bool(self.progress, "progress")
         return dict(
             prior=check_choice(self.prior, "prior", PRIORS),
             inference=check_choice(self.inference, "inference", INFERENCES),

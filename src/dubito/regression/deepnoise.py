@@ -47,10 +47,12 @@ from sklearn.utils import check_random_state
 
 from dubito import io
 from dubito._validation import (
+    check_bool,
     check_choice,
     check_fitted,
     check_float,
     check_int,
+    check_widths,
     validate_fit_data,
     validate_predict_data,
 )
@@ -73,7 +75,6 @@ from dubito.regression.deepnoise_model import (
 from dubito.regression.deepnoise_sgd import (
     DeepNoiseSGDRegressor,
     _progress_bar,
-    check_hidden,
     standardise_fit,
 )
 from dubito.regression.ensemble import _check_device
@@ -443,10 +444,9 @@ class DeepNoiseRegressor(RegressorMixin, BaseEstimator):
     # ------------------------------------------------------------------ settings
     def _settings(self) -> dict:
         """Validated settings (scikit-learn validates in fit, not __init__)."""
-        if not isinstance(self.progress, (bool, np.bool_)):
-            raise ValueError(f"progress must be True or False, got {self.progress!r}")
+        check_bool(self.progress, "progress")
         s = dict(
-            hidden=check_hidden(self.hidden),
+            hidden=check_widths(self.hidden),
             activation=piecewise_activation(self.activation).name,
             n_chains=check_int(self.n_chains, "n_chains", min_value=1),
             n_burnin=check_int(self.n_burnin, "n_burnin", min_value=0),
@@ -614,7 +614,7 @@ class DeepNoiseRegressor(RegressorMixin, BaseEstimator):
         Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, dtype=torch.float64).to(dev)
         act = piecewise_activation(self.activation)
         gen = torch.Generator(device=dev).manual_seed(self._predict_seed)
-        width = max(check_hidden(self.hidden) + (X.shape[1], 1))
+        width = max(check_widths(self.hidden) + (X.shape[1], 1))
         step = max(1, _CHUNK_ELEMENTS // max(1, R * width))
         means, variances = [], []
         for state in self.states():

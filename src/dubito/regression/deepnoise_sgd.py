@@ -30,9 +30,11 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from dubito import io
 from dubito._validation import (
+    check_bool,
     check_fitted,
     check_float,
     check_int,
+    check_widths,
     validate_fit_data,
     validate_predict_data,
 )
@@ -40,7 +42,7 @@ from dubito.predictive.mixture import GaussianMixture
 from dubito.regression.deepnoise_model import DeepNoiseParams, DeepNoisePriors, piecewise_activation
 from dubito.regression.ensemble import _check_device, member_generators
 
-__all__ = ["DeepNoiseSGDRegressor", "DeepNoiseNet", "check_hidden", "standardise_fit"]
+__all__ = ["DeepNoiseSGDRegressor", "DeepNoiseNet", "standardise_fit"]
 
 #: Minimum number of training rows (the target is standardised by its sd).
 MIN_SAMPLES = 2
@@ -49,16 +51,6 @@ MIN_SAMPLES = 2
 _CHUNK_ELEMENTS = 1 << 24
 
 _LOG_2PI = math.log(2.0 * math.pi)
-
-
-def check_hidden(hidden) -> tuple:
-    """``hidden`` as a tuple of positive ints (an int means one layer; () means L = 0)."""
-    if isinstance(hidden, (int, np.integer)) and not isinstance(hidden, bool):
-        hidden = (hidden,)
-    try:
-        return tuple(check_int(h, "hidden widths", min_value=1) for h in hidden)
-    except TypeError:
-        raise ValueError(f"hidden must be a tuple of positive ints, got {hidden!r}") from None
 
 
 def standardise_fit(X: np.ndarray, y: np.ndarray):
@@ -231,10 +223,9 @@ class DeepNoiseSGDRegressor(RegressorMixin, BaseEstimator):
         self.progress = progress
 
     def _settings(self) -> dict:
-        if not isinstance(self.progress, (bool, np.bool_)):
-            raise ValueError(f"progress must be True or False, got {self.progress!r}")
+        check_bool(self.progress, "progress")
         return dict(
-            hidden=check_hidden(self.hidden),
+            hidden=check_widths(self.hidden),
             activation=piecewise_activation(self.activation).name,
             n_noise_samples=check_int(self.n_noise_samples, "n_noise_samples", min_value=1),
             lr=check_float(self.lr, "lr", strictly_positive=True),

@@ -55,10 +55,12 @@ from sklearn.utils import check_random_state
 
 from dubito import io
 from dubito._validation import (
+    check_bool,
     check_choice,
     check_fitted,
     check_float,
     check_int,
+    check_widths,
     validate_fit_data,
     validate_predict_data,
 )
@@ -105,21 +107,6 @@ def _check_device(device) -> torch.device:
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={device!r} but CUDA is not available here; use device='cpu'")
     return dev
-
-
-def _check_bool(est, *names) -> None:
-    for name in names:
-        if not isinstance(getattr(est, name), (bool, np.bool_)):
-            raise ValueError(f"{name} must be True or False, got {getattr(est, name)!r}")
-
-
-def _check_hidden(hidden) -> tuple[int, ...]:
-    if isinstance(hidden, (int, np.integer)) and not isinstance(hidden, bool):
-        hidden = (hidden,)
-    try:
-        return tuple(check_int(h, "hidden widths", min_value=1) for h in hidden)
-    except TypeError:
-        raise ValueError(f"hidden must be a tuple of positive ints, got {hidden!r}") from None
 
 
 class _Standardised(RegressorMixin, BaseEstimator):
@@ -182,9 +169,9 @@ class _MLPRegressor(_Standardised):
     # -------------------------------------------------------------- settings
     def _settings(self) -> dict:
         """Validated copies of the constructor settings (scikit-learn validates in fit)."""
-        _check_bool(self, "progress")
+        check_bool(self.progress, "progress")
         s = dict(
-            hidden=_check_hidden(self.hidden),
+            hidden=check_widths(self.hidden),
             activation=check_choice(self.activation, "activation", ACTIVATIONS),
             lr=check_float(self.lr, "lr", strictly_positive=True),
             weight_decay=check_float(self.weight_decay, "weight_decay", min_value=0.0),
@@ -329,7 +316,7 @@ class _MLPRegressor(_Standardised):
         return torch.cat(out).numpy() * self.y_scale_ + self.y_mean_
 
     def _settings_hidden(self) -> tuple[int, ...]:
-        return _check_hidden(self.hidden)
+        return check_widths(self.hidden)
 
     # -------------------------------------------------------------- persistence
     def save(self, path) -> None:

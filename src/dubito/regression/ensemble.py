@@ -47,10 +47,12 @@ from sklearn.utils import check_random_state
 
 from dubito import io
 from dubito._validation import (
+    check_bool,
     check_choice,
     check_fitted,
     check_float,
     check_int,
+    check_widths,
     validate_fit_data,
     validate_predict_data,
 )
@@ -301,18 +303,11 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
     # ------------------------------------------------------------------ settings
     def _settings(self) -> dict:
         """Validated copies of the constructor settings (scikit-learn validates in fit)."""
-        hidden = self.hidden
-        if isinstance(hidden, (int, np.integer)) and not isinstance(hidden, bool):
-            hidden = (hidden,)
-        try:
-            hidden = tuple(check_int(h, "hidden widths", min_value=1) for h in hidden)
-        except TypeError:
-            raise ValueError(f"hidden must be a tuple of positive ints, got {self.hidden!r}") from None
+        hidden = check_widths(self.hidden)
         if self.weight_decay is not None:
             check_float(self.weight_decay, "weight_decay", strictly_positive=True)
         for name in ("random_bias", "progress"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+            check_bool(getattr(self, name), name)
         return dict(
             n_members=check_int(self.n_members, "n_members", min_value=1),
             hidden=hidden,

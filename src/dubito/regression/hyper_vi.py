@@ -67,10 +67,12 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from dubito import io
 from dubito._validation import (
+    check_bool,
     check_choice,
     check_fitted,
     check_float,
     check_int,
+    check_widths,
     validate_fit_data,
     validate_predict_data,
 )
@@ -248,13 +250,8 @@ class HyperVIRegressor(RegressorMixin, BaseEstimator):
             raise ValueError("noise_std (the fixed likelihood noise σ_l, standardised target units) is required; "
                              "spec §2.8 lists the paper's values, e.g. 2.5 for boston")
         for name in ("standardize", "progress"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        try:
-            generator_hidden = tuple(check_int(h, "generator_hidden widths", min_value=1)
-                                     for h in self.generator_hidden)
-        except TypeError:
-            raise ValueError(f"generator_hidden must be a tuple of positive ints, got {self.generator_hidden!r}") from None
+            check_bool(getattr(self, name), name)
+        generator_hidden = check_widths(self.generator_hidden, "generator_hidden")
         lr_factor = check_float(self.lr_factor, "lr_factor", strictly_positive=True)
         if lr_factor >= 1:
             raise ValueError(f"lr_factor must be in (0, 1), got {lr_factor}")

@@ -44,9 +44,11 @@ from sklearn.utils import check_random_state
 from torch.nn import functional as F
 
 from dubito._validation import (
+    check_bool,
     check_choice,
     check_float,
     check_int,
+    check_widths,
     validate_fit_data,
     validate_predict_data,
 )
@@ -120,17 +122,10 @@ class MeanFieldVIRegressor(RegressorMixin, BaseEstimator):
         self.progress = progress
 
     def _settings(self) -> dict:
-        hidden = self.hidden
-        if isinstance(hidden, (int, np.integer)) and not isinstance(hidden, bool):
-            hidden = (hidden,)
-        try:
-            hidden = tuple(check_int(h, "hidden widths", min_value=1) for h in hidden)
-        except TypeError:
-            raise ValueError(f"hidden must be a tuple of positive ints, got {self.hidden!r}") from None
+        hidden = check_widths(self.hidden)
         if self.noise_sd is not None:
             check_float(self.noise_sd, "noise_sd", strictly_positive=True)
-        if not isinstance(self.progress, (bool, np.bool_)):
-            raise ValueError(f"progress must be True or False, got {self.progress!r}")
+        check_bool(self.progress, "progress")
         try:
             device = torch.device(self.device)
         except (RuntimeError, TypeError) as exc:
