@@ -43,7 +43,13 @@ import math
 import numpy as np
 from sklearn.base import clone
 
-from dubito._validation import check_choice, check_float, check_int, to_numpy_if_tensor
+from dubito._validation import (
+    check_bool,
+    check_choice,
+    check_float,
+    check_int,
+    to_numpy_if_tensor,
+)
 from dubito.metrics import classification as _cm
 from dubito.predictive.classes import ClassPredictive
 from dubito.regression.deterministic import seeds_from
@@ -406,8 +412,7 @@ class AutoLabeler:
         check_int(self.rounds, "rounds", min_value=1)
         check_int(self.finetune_epochs, "finetune_epochs", min_value=1)
         check_choice(self.finetune, "finetune", ("auto", "continue", "retrain"))
-        if not isinstance(self.include_source, (bool, np.bool_)):
-            raise ValueError(f"include_source must be True or False, got {self.include_source!r}")  # noqa: TRY004
+        check_bool(self.include_source, "include_source")
         if not hasattr(self.estimator, "predict_distribution"):
             raise ValueError("estimator must have predict_distribution(X) -> ClassPredictive (e.g. "
                              f"MCDropoutClassifier), got {type(self.estimator).__name__}")

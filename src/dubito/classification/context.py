@@ -77,7 +77,12 @@ from contextlib import nullcontext
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from dubito._validation import check_choice, check_float, check_int
+from dubito._validation import (
+    check_bool,
+    check_choice,
+    check_float,
+    check_int,
+)
 from dubito.predictive.base import as_numpy
 from dubito.predictive.classes import PROB_ATOL, ClassPredictive
 
@@ -384,10 +389,8 @@ class CooccurrenceCRF:
 
     # ------------------------------------------------------------------ settings and inputs
     def _settings(self) -> dict:
-        if not isinstance(self.normalize, (bool, np.bool_)):
-            raise ValueError(f"normalize must be True or False, got {self.normalize!r}")
-        if not isinstance(self.progress, (bool, np.bool_)):
-            raise ValueError(f"progress must be True or False, got {self.progress!r}")
+        check_bool(self.normalize, "normalize")
+        check_bool(self.progress, "progress")
         damping = check_float(self.damping, "damping", min_value=0.0)
         if damping >= 1:
             raise ValueError(f"damping must lie in [0, 1), got {damping}")
@@ -689,8 +692,7 @@ class CooccurrenceCRF:
 
         method = check_choice(method, "method", ("grid", "pseudo-likelihood"))
         score = check_choice(score, "score", ("nll", "accuracy"))
-        if not isinstance(fit_unary_power, (bool, np.bool_)):
-            raise ValueError(f"fit_unary_power must be True or False, got {fit_unary_power!r}")
+        check_bool(fit_unary_power, "fit_unary_power")
         s = self._settings()
         probs_list, ys = self._labelled(scenes, labels)
         if method == "grid":

@@ -87,6 +87,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from torch import nn
 
 from dubito._validation import (
+    check_bool,
     check_choice,
     check_fitted,
     check_float,
@@ -228,8 +229,7 @@ class KFACLaplace(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ settings
     def _settings(self) -> dict:
         for name in ("mc_dropout", "progress"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+            check_bool(getattr(self, name), name)
         if self.damping is not None and self.prior_precision is not None and \
                 float(self.damping) != float(self.prior_precision):
             raise ValueError(f"damping ({self.damping}) and prior_precision ({self.prior_precision}) are two names "

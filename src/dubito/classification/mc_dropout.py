@@ -69,6 +69,7 @@ from torch import nn
 
 from dubito import io
 from dubito._validation import (
+    check_bool,
     check_choice,
     check_fitted,
     check_float,
@@ -243,8 +244,7 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ settings
     def _settings(self) -> dict:
         for name in ("insert_dropout", "early_stopping", "progress"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+            check_bool(getattr(self, name), name)
         user = _is_module_network(self.network)
         if not user:
             check_choice(self.network, "network", ("mlp", "cnn"))
