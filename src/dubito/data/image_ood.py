@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .fashion_mnist import ImageDataset
+from .dataset import ImageDataset
 from .image_shift import Camera
 
 __all__ = ["LETTER_FONT_SIZES", "LETTER_STROKES", "load_letters", "load_mnist_digits", "render_letter"]
