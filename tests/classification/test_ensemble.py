@@ -79,3 +79,21 @@ def test_bad_input_raises():
         DeepEnsembleClassifier(MCDropoutClassifier(n_classes=3, epochs=1), n_members=2).fit(X[:40], y[:40])
     with pytest.raises(ValueError, match="not fitted"):
         DeepEnsembleClassifier().predict_distribution(X[:3])
+
+
+def test_fine_tune_fine_tunes_each_member_with_its_own_seed(fitted):
+    import copy
+
+    from dubito.regression.deterministic import seeds_from
+
+    ens, Xtr, Xte, ytr, _ = fitted
+    tuned = copy.deepcopy(ens)
+    assert tuned.fine_tune(Xtr[:300], ytr[:300], epochs=1, random_state=4) is tuned
+    for i, (mem, seed) in enumerate(zip(copy.deepcopy(ens.members_), seeds_from(4, 3))):
+        mem.fine_tune(Xtr[:300], ytr[:300], epochs=1, random_state=int(seed) % (2**31))
+        assert np.array_equal(mem.sample_logits(Xte[:10]), tuned.members_[i].sample_logits(Xte[:10])), i
+    assert not np.array_equal(tuned.sample_logits(Xte[:10]), ens.sample_logits(Xte[:10]))
+    plain = DeepEnsembleClassifier(n_members=2)
+    plain.members_ = [object(), object()]
+    with pytest.raises(ValueError, match="members with a fine_tune method"):
+        plain.fine_tune(Xtr, ytr, epochs=1)

@@ -232,3 +232,39 @@ def test_bad_input_raises(digits):
         MCDropoutClassifier().predict(Xtr)
     with pytest.raises(ValueError, match="no nn.Linear head"):
         wrap(nn.Sequential(nn.Flatten()), insert_dropout=True)
+
+
+def test_fine_tune_from_an_untrained_fit_equals_fit(digits):
+    """fit(epochs=0) then fine_tune(E epochs, seeded with fit's training seed) is fit(epochs=E), bit for bit:
+    the same optimiser, standardisation, regulariser scaling and random stream."""
+    from dubito.regression.deterministic import seeds_from
+
+    Xtr, Xte, ytr, _ = digits
+    kw = dict(dropout="concrete", n_samples=4, hidden=(32,), features=32, early_stopping=False, random_state=5)
+    full = MCDropoutClassifier(epochs=3, **kw).fit(Xtr, ytr)
+    tuned = MCDropoutClassifier(epochs=0, **kw).fit(Xtr, ytr)
+    train_seed = seeds_from(5, 4)[1]
+    assert tuned.fine_tune(Xtr, ytr, epochs=3, random_state=train_seed) is tuned
+    assert np.array_equal(tuned.sample_logits(Xte[:20]), full.sample_logits(Xte[:20]))
+    assert tuned.dropout_rates_ == pytest.approx(full.dropout_rates_)
+    assert len(tuned.loss_curve_) == 3
+
+
+def test_fine_tune_adapts_to_new_data_and_checks_its_input(digits):
+    Xtr, Xte, ytr, yte = digits
+    est = MCDropoutClassifier(dropout="bernoulli", n_samples=4, hidden=(32,), features=32, epochs=2, n_classes=10,
+                              random_state=0).fit(Xtr[ytr < 5], ytr[ytr < 5])
+    before = est.predict_distribution(Xte[yte == 5]).probs[:, 5].mean()
+    copy.deepcopy(est)  # a fitted model deep-copies (AutoLabeler fine-tunes copies)
+    est.fine_tune(Xtr, ytr, epochs=20, random_state=1, validation_data=(Xte, yte))
+    assert est.predict_distribution(Xte[yte == 5]).probs[:, 5].mean() > before + 0.3
+    with pytest.raises(ValueError, match="outside 0..9"):
+        est.fine_tune(Xtr, ytr + 1, epochs=1)
+    with pytest.raises(ValueError, match="epochs must be >= 1"):
+        est.fine_tune(Xtr, ytr, epochs=0)
+    with pytest.raises(ValueError, match="y must have shape"):
+        est.fine_tune(Xtr, ytr[:-1], epochs=1)
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        MCDropoutClassifier().fine_tune(Xtr, ytr, epochs=1)

@@ -319,36 +319,14 @@ def _is_fitted(est) -> bool:
 
 
 def _continuable(est) -> bool:
-    """A fitted MCDropoutClassifier (or an ensemble of them) whose torch net can keep training."""
+    """A fitted model that can keep training: `MCDropoutClassifier` or an ensemble of them (their
+    ``fine_tune``)."""
     from dubito.classification.mc_dropout import MCDropoutClassifier
 
     if isinstance(est, MCDropoutClassifier):
         return hasattr(est, "net_")
     members = getattr(est, "members_", None)
-    return bool(members) and all(_continuable(m) for m in members)
-
-
-def _continue_training(est, X, y, epochs: int, seed: int, validation_data=None):
-    """A copy of the fitted ``est`` trained ``epochs`` more epochs on (X, y): same optimiser and lr as
-    its fit (spec §2.9 step 3, "same method, same optimiser"), input standardisation kept, dropout
-    regulariser scaled by the new N; early stopping on ``validation_data`` when given."""
-    members = getattr(est, "members_", None)
-    if members is not None:
-        out = copy.deepcopy(est)
-        out.members_ = [_continue_training(m, X, y, epochs, int(s) % (2**31), validation_data)
-                        for m, s in zip(members, seeds_from(seed, len(members)))]
-        return out
-    out = copy.deepcopy(est)
-    s = out._settings()
-    s["epochs"] = epochs
-    Xv = yv = None
-    if validation_data is not None:
-        Xv = np.asarray(to_numpy_if_tensor(validation_data[0]), dtype=np.float64)
-        yv = np.asarray(to_numpy_if_tensor(validation_data[1]), dtype=np.int64)
-    with out._rng(seed, s["device"]):
-        out._train(out.net_, X, y, Xv, yv, s)
-    out.n_train_ = int(X.shape[0])
-    return out
+    return bool(members) and all(_continuable(m) for m in members) and callable(getattr(est, "fine_tune", None))
 
 
 # ---------------------------------------------------------------------------- the labeller
@@ -372,8 +350,8 @@ class AutoLabeler:
         the manual labels are nested and ``n_manual_labels`` = max_r |S_r|.
     finetune_epochs : int >= 1, default 10 [R ours]
     finetune : "auto" | "continue" | "retrain", default "auto"
-        "continue": keep training the fitted torch net(s) (MCDropoutClassifier or an ensemble of
-        them); "retrain": fit a clone from scratch on source ∪ S (any estimator); "auto" picks
+        "continue": keep training the fitted torch net(s) with their ``fine_tune``
+        (MCDropoutClassifier or an ensemble of them); "retrain": fit a clone from scratch on source ∪ S (any estimator); "auto" picks
         "continue" where possible.
     include_source : bool, default True — mix the source data into fine-tuning (against forgetting).
     random_state : None | int — seeds the source fit, the permutation and each round's fine-tuning.
@@ -440,7 +418,8 @@ class AutoLabeler:
             if not _continuable(model):
                 raise ValueError(f"finetune='continue' needs a fitted MCDropoutClassifier (or an ensemble of them); "
                                  f"got {type(model).__name__}: use finetune='retrain'")
-            return _continue_training(model, X, y, int(self.finetune_epochs), seed, validation_data)
+            return copy.deepcopy(model).fine_tune(X, y, epochs=int(self.finetune_epochs), random_state=seed,
+                                                  validation_data=validation_data)
         new = clone(self.estimator)
         if "random_state" in new.get_params(deep=False):
             new.set_params(random_state=seed % (2**31))

@@ -70,6 +70,17 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
             self.feature_names_in_ = members[0].feature_names_in_
         return self
 
+    def fine_tune(self, X, y, *, epochs: int, random_state=None, validation_data=None) -> DeepEnsembleClassifier:
+        """Fine-tune every member in place with its ``fine_tune`` (`MCDropoutClassifier.fine_tune`),
+        member m seeded by seed m drawn from ``random_state``; returns self."""
+        check_fitted(self, ["members_"])
+        bad = [type(m).__name__ for m in self.members_ if not callable(getattr(m, "fine_tune", None))]
+        if bad:
+            raise ValueError(f"fine_tune needs members with a fine_tune method (MCDropoutClassifier), got {bad[0]}")
+        for mem, seed in zip(self.members_, seeds_from(random_state, len(self.members_))):
+            mem.fine_tune(X, y, epochs=epochs, random_state=int(seed) % (2**31), validation_data=validation_data)
+        return self
+
     def _member_seeds(self, random_state) -> list:
         if random_state is None:
             return [None] * len(self.members_)

@@ -75,6 +75,7 @@ from dubito._validation import (
     check_float,
     check_int,
     check_widths,
+    to_numpy_if_tensor,
     validate_fit_data,
     validate_predict_data,
 )
@@ -369,6 +370,38 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
             self._train(net, X, y, Xv, yv, s)
         self.net_ = net.eval()
         self.dropout_rates_ = dropout_rates(net)
+        return self
+
+    def fine_tune(self, X, y, *, epochs: int, random_state=None, validation_data=None) -> MCDropoutClassifier:
+        """Train the fitted network ``epochs`` more epochs on (X, y), in place, and return self.
+
+        The optimiser and learning rate of `fit` (a fresh optimiser state), the input
+        standardisation of `fit` kept, the dropout regulariser scaled by the new N (spec §2.9 step
+        3, "same method, same optimiser"); early stopping on ``validation_data=(X_val, y_val)``
+        when given, else all ``epochs``. Labels must lie in the fitted classes 0..K-1.
+        ``random_state``: an int seeds the batch order and dropout noise; None draws a fresh seed.
+        """
+        check_fitted(self, ["net_"])
+        s = self._settings()
+        s["epochs"] = check_int(epochs, "epochs", min_value=1)
+        X = validate_predict_data(self, X, fitted_attributes=["n_features_in_"])
+        y = np.asarray(to_numpy_if_tensor(y))
+        if y.shape != (X.shape[0],):
+            raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
+        y, _ = check_labels(y, self.n_classes_)
+        Xv = yv = None
+        if validation_data is not None:
+            Xv = validate_predict_data(self, validation_data[0], fitted_attributes=["n_features_in_"])
+            yv = np.asarray(to_numpy_if_tensor(validation_data[1]))
+            if yv.shape != (Xv.shape[0],):
+                raise ValueError(f"validation_data: y_val must have shape ({Xv.shape[0]},), got {yv.shape}")
+            yv, _ = check_labels(yv, self.n_classes_)
+        seed = seeds_from(None, 1)[0] if random_state is None else check_int(random_state, "random_state", min_value=0)
+        with self._rng(seed, s["device"]):
+            self._train(self.net_, X, y, Xv, yv, s)
+        self.net_.eval()
+        self.n_train_ = int(X.shape[0])
+        self.dropout_rates_ = dropout_rates(self.net_)
         return self
 
     @staticmethod
