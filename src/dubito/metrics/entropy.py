@@ -223,6 +223,14 @@ def _log_dist_torch(a, b, idx):
     return 0.5 * d2.clamp_min(FLOAT32_EPS**2).log(), zero
 
 
+def _log_knn(a, b, k: int, exclude_self: bool):
+    """(ln max(r_k, eps) for each row of ``a``, any r_k == 0), r_k the distance to its k-th nearest
+    row of ``b`` (itself excluded when ``exclude_self``); torch (differentiable) or NumPy."""
+    if _is_tensor(a):
+        return _log_dist_torch(a, b, _kth_index_torch(a, b, k, exclude_self=exclude_self))
+    return _log_dist_numpy(a, b, _kth_index_numpy(a, b, k, exclude_self=exclude_self))
+
+
 # ------------------------------------------------------------------------------- public API
 
 
@@ -243,25 +251,15 @@ def knn_entropy(samples, k: int = 1):
     with r_k(q_i) the distance from q_i to its k-th nearest neighbour among the other samples.
     k = 1 in [P]/[C]; the leading ln N (not ψ(N)) follows [P]. ``samples`` is (N, d), N > k.
     """
-    if _is_tensor(samples):
-        x = _check_tensor(samples, "samples")
-        n, d = x.shape
-        k = _check_k_entropy(k, n, "samples")
-        idx = _kth_index_torch(x, x, k, exclude_self=True)
-        log_r, zero = _log_dist_torch(x, x, idx)
-        if zero:
-            _warn_duplicates()
-        const = math.log(n) - float(digamma(k)) + log_unit_ball_volume(d)
-        return const + d * log_r.mean()
-    x = _check_numpy(samples, "samples")
+    tensor = _is_tensor(samples)
+    x = _check_tensor(samples, "samples") if tensor else _check_numpy(samples, "samples")
     n, d = x.shape
     k = _check_k_entropy(k, n, "samples")
-    idx = _kth_index_numpy(x, x, k, exclude_self=True)
-    log_r, zero = _log_dist_numpy(x, x, idx)
+    log_r, zero = _log_knn(x, x, k, exclude_self=True)
     if zero:
         _warn_duplicates()
-    const = math.log(n) - float(digamma(k)) + log_unit_ball_volume(d)
-    return float(const + d * log_r.mean())
+    est = math.log(n) - float(digamma(k)) + log_unit_ball_volume(d) + d * log_r.mean()
+    return est if tensor else float(est)
 
 
 def _check_kl_shapes(k, n: int, m: int, dq: int, dp: int) -> int:
@@ -287,29 +285,21 @@ def knn_kl(q_samples, p_samples, k: int = 1):
     ``p_samples`` (M, d), k < N, k <= M. Gradients flow through both distances (to ``p_samples`` too
     if it requires grad; detach it to treat prior samples as constants, as in [C]).
     """
-    if _is_tensor(q_samples):
+    tensor = _is_tensor(q_samples)
+    if tensor:
         q = _check_tensor(q_samples, "q_samples")
         p = _check_tensor(p_samples, "p_samples", like=q)
-        (n, dq), (m, dp) = q.shape, p.shape
-        k = _check_kl_shapes(k, n, m, dq, dp)
-        log_r, zero_r = _log_dist_torch(
-            q, q, _kth_index_torch(q, q, k, exclude_self=True)
-        )
-        log_s, zero_s = _log_dist_torch(
-            q, p, _kth_index_torch(q, p, k, exclude_self=False)
-        )
-        if zero_r or zero_s:
-            _warn_duplicates()
-        return math.log(m / (n - 1)) + dq * (log_s - log_r).mean()
-    q = _check_numpy(q_samples, "q_samples")
-    p = _check_numpy(p_samples, "p_samples")
+    else:
+        q = _check_numpy(q_samples, "q_samples")
+        p = _check_numpy(p_samples, "p_samples")
     (n, dq), (m, dp) = q.shape, p.shape
     k = _check_kl_shapes(k, n, m, dq, dp)
-    log_r, zero_r = _log_dist_numpy(q, q, _kth_index_numpy(q, q, k, exclude_self=True))
-    log_s, zero_s = _log_dist_numpy(q, p, _kth_index_numpy(q, p, k, exclude_self=False))
+    log_r, zero_r = _log_knn(q, q, k, exclude_self=True)
+    log_s, zero_s = _log_knn(q, p, k, exclude_self=False)
     if zero_r or zero_s:
         _warn_duplicates()
-    return float(math.log(m / (n - 1)) + dq * (log_s - log_r).mean())
+    est = math.log(m / (n - 1)) + dq * (log_s - log_r).mean()
+    return est if tensor else float(est)
 
 
 def function_entropy(predictions, k: int = 1):
