@@ -72,3 +72,15 @@ class SteeringMarginal:
         pdf = (0.8 * stats.laplace.pdf(y) + 0.2 * stats.t.pdf(y / 8.0, df=3) / 8.0) / (_C_HI - _C_LO)
         with np.errstate(divide="ignore"):
             return np.where((y >= _LO) & (y <= _HI), np.log(pdf), -np.inf)
+
+
+def relu_features_and_latent(n: int, p: int = 4, seed: int = 0):
+    """Small ReLU features psi = relu(A x + b) (x ~ N(0, I_3)) and a latent z drawn from the
+    IC-NLM with a ridge prior, tau^2 = 0.5 (the fixtures of test_copula and test_copula_tails)."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 3))
+    psi = np.maximum(x @ rng.normal(size=(3, p)) + 0.5 * rng.normal(size=p), 0.0)
+    beta = rng.normal(size=p) * np.sqrt(0.5)
+    s = 1.0 / np.sqrt(1.0 + 0.5 * np.sum(psi**2, axis=1))
+    z = s * (psi @ beta + rng.normal(size=n))
+    return psi, z

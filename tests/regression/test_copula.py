@@ -18,6 +18,8 @@ from dubito.metrics import coverage, crps, marginal_calibration, nll
 from dubito.predictive.grid import GridDensity
 from dubito.regression import ImplicitCopulaRegressor
 
+from .copula_synthetic import relu_features_and_latent
+
 FAST = dict(vi_max_iter=800, vi_min_iter=200, n_draws=100, random_state=0, progress=False)
 
 
@@ -34,21 +36,10 @@ class PhiMarginal:
         return stats.norm.logpdf(y)
 
 
-def _features(n, p=4, seed=0):
-    """ReLU features psi = relu(A x + b) and a latent z drawn from the IC-NLM (ridge, tau2 = 0.5)."""
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(n, 3))
-    psi = np.maximum(x @ rng.normal(size=(3, p)) + 0.5 * rng.normal(size=p), 0.0)
-    beta = rng.normal(size=p) * np.sqrt(0.5)
-    s = 1.0 / np.sqrt(1.0 + 0.5 * np.sum(psi**2, axis=1))
-    z = s * (psi @ beta + rng.normal(size=n))
-    return psi, z
-
-
 @pytest.fixture(scope="module")
 def skewed():
     """Features and a skewed (Gamma(2)) response y = G^{-1}(Phi(z)), fitted from features (KDE marginal)."""
-    psi, z = _features(400)
+    psi, z = relu_features_and_latent(400)
     y = stats.gamma(2.0).ppf(stats.norm.cdf(z))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # VI may stop at max_iter: ConvergenceWarning
@@ -60,7 +51,7 @@ def skewed():
 @pytest.mark.filterwarnings("ignore::dubito.inference.diagnostics.ConvergenceWarning")
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_phi_marginal_is_the_gaussian_neural_linear_model():
-    psi, z = _features(300)
+    psi, z = relu_features_and_latent(300)
     est = ImplicitCopulaRegressor.from_features(psi, z, marginal=PhiMarginal(), predictive="plugin", **FAST)
     new = psi[:25]
     zp = est.posterior_.predict_z(new, kind="plugin")
@@ -84,7 +75,7 @@ def test_phi_marginal_is_the_gaussian_neural_linear_model():
 @pytest.mark.filterwarnings("ignore::dubito.inference.diagnostics.ConvergenceWarning")
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_phi_marginal_mixture_is_the_posterior_mixture():
-    psi, z = _features(300, seed=1)
+    psi, z = relu_features_and_latent(300, seed=1)
     est = ImplicitCopulaRegressor.from_features(psi, z, marginal=PhiMarginal(), predictive="mixture", **FAST)
     new = psi[:10]
     zp = est.posterior_.predict_z(new, kind="mixture")
@@ -187,7 +178,7 @@ def test_wrap_errors():
 # ---------------------------------------------------------------- bad input
 def test_bad_input_errors():
     rng = np.random.default_rng(0)
-    psi, z = _features(50)
+    psi, z = relu_features_and_latent(50)
     psi = psi + 0.01 * rng.random(psi.shape)  # no accidental all-zero ReLU columns
     with pytest.raises(ValueError, match="distinct values"):
         ImplicitCopulaRegressor.from_features(psi, np.repeat(np.arange(5.0), 10), progress=False)
@@ -235,7 +226,7 @@ def test_mass_beyond_the_marginals_range_is_reported():
     class ClippedPhi(PhiMarginal):
         clip = 0.01  # z_cap = -Phi^{-1}(0.01) = 2.33: a latent N(m, s^2) with s ~ 1 has > 1e-4 beyond it
 
-    psi, z = _features(200, seed=2)
+    psi, z = relu_features_and_latent(200, seed=2)
     est = ImplicitCopulaRegressor.from_features(psi, z, marginal=ClippedPhi(), **FAST)
     with pytest.warns(RuntimeWarning, match=r"beyond \|z\| = 2.33"):
         pred = est.predict_distribution(features=psi[:5])

@@ -24,6 +24,8 @@ from dubito.regression import copula as copula_module
 from dubito.regression.copula import ImplicitCopulaRegressor, _z_grid
 from dubito.regression.marginal import KDEMarginal
 
+from .copula_synthetic import relu_features_and_latent
+
 FAST = {"vi_max_iter": 3000, "vi_min_iter": 200, "n_draws": 100, "random_state": 0, "progress": False}
 
 # Relative tolerance on log p in the tails. The tail nodes are geometric in the distance d (in
@@ -35,21 +37,10 @@ FAST = {"vi_max_iter": 3000, "vi_min_iter": 200, "n_draws": 100, "random_state":
 TAIL_RTOL = 0.12
 
 
-def _features(n, p=4, seed=0):
-    """ReLU features and a latent z from the IC-NLM (ridge, tau2 = 0.5), as in test_copula.py."""
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(n, 3))
-    psi = np.maximum(x @ rng.normal(size=(3, p)) + 0.5 * rng.normal(size=p), 0.0)
-    beta = rng.normal(size=p) * np.sqrt(0.5)
-    s = 1.0 / np.sqrt(1.0 + 0.5 * np.sum(psi**2, axis=1))
-    z = s * (psi @ beta + rng.normal(size=n))
-    return psi, z
-
-
 @pytest.fixture(scope="module")
 def fitted():
     """A plug-in IC-NLM with a KDE marginal on a skewed (Gamma(2)) response, fitted from features."""
-    psi, z = _features(400)
+    psi, z = relu_features_and_latent(400)
     y = stats.gamma(2.0).ppf(stats.norm.cdf(z))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # VI may stop at max_iter: ConvergenceWarning
