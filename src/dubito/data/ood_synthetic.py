@@ -25,6 +25,7 @@ from numbers import Integral
 
 import numpy as np
 
+from dubito._standardise import standardise_fit
 from dubito._validation import check_float, check_int
 
 __all__ = [
@@ -103,12 +104,10 @@ class Standardiser:
             raise ValueError(f"Standardiser.fit needs X (n, p) and y (n,) with n >= 2, got {X.shape} and {y.shape}")
         if not (np.isfinite(X).all() and np.isfinite(y).all()):
             raise ValueError("Standardiser.fit: X or y holds NaN or inf")
-        scale = X.std(axis=0)
-        scale[np.ptp(X, axis=0) == 0] = 1.0
-        y_scale = float(y.std())
+        x_mean, x_scale, y_mean, y_scale = standardise_fit(X, y)
         if y_scale == 0:
             raise ValueError("Standardiser.fit: the training target is constant")
-        return cls(X.mean(axis=0), scale, float(y.mean()), y_scale)
+        return cls(x_mean, x_scale, y_mean, y_scale)
 
     def x(self, X) -> np.ndarray:
         return (np.asarray(X, dtype=np.float64) - self.x_mean) / self.x_scale

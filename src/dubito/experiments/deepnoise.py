@@ -61,6 +61,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from dubito._standardise import column_scaling
 from dubito.experiments.base import (
     Cell,
     CellResult,
@@ -195,9 +196,7 @@ class _Data:
 
 def _standardise_x(X_tr: np.ndarray, X_te: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Training mean and population sd; a constant column gets sd := 1 ([C] standardize)."""
-    mean = X_tr.mean(axis=0)
-    sd = X_tr.std(axis=0)
-    sd[np.ptp(X_tr, axis=0) == 0] = 1.0
+    mean, sd = column_scaling(X_tr)
     return (X_tr - mean) / sd, (X_te - mean) / sd
 
 

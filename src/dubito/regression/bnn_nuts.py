@@ -39,6 +39,7 @@ import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils import check_random_state
 
+from dubito._standardise import standardise_fit
 from dubito._validation import (
     check_bool,
     check_choice,
@@ -168,10 +169,7 @@ class NUTSNetworkRegressor(RegressorMixin, BaseEstimator):
         n, p = X.shape
         dev = s["device"]
         f64 = dict(dtype=torch.float64, device=dev)
-        self.x_mean_ = X.mean(axis=0)
-        self.x_scale_ = X.std(axis=0)
-        self.x_scale_[np.ptp(X, axis=0) == 0] = 1.0  # constant column: centre only ([C] standardize)
-        self.y_mean_, self.y_scale_ = float(y.mean()), float(y.std())
+        self.x_mean_, self.x_scale_, self.y_mean_, self.y_scale_ = standardise_fit(X, y)
         Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, **f64)
         ys = torch.as_tensor((y - self.y_mean_) / self.y_scale_, **f64)
 

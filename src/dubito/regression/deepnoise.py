@@ -46,6 +46,7 @@ from sklearn.model_selection import KFold
 from sklearn.utils import check_random_state
 
 from dubito import io
+from dubito._standardise import standardise_fit
 from dubito._validation import (
     check_bool,
     check_choice,
@@ -75,7 +76,6 @@ from dubito.regression.deepnoise_model import (
 from dubito.regression.deepnoise_sgd import (
     DeepNoiseSGDRegressor,
     _progress_bar,
-    standardise_fit,
 )
 from dubito.regression.ensemble import _check_device
 

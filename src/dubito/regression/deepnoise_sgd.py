@@ -29,6 +29,7 @@ import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 
 from dubito import io
+from dubito._standardise import standardise_fit
 from dubito._validation import (
     check_bool,
     check_fitted,
@@ -42,7 +43,7 @@ from dubito.predictive.mixture import GaussianMixture
 from dubito.regression.deepnoise_model import DeepNoiseParams, DeepNoisePriors, piecewise_activation
 from dubito.regression.ensemble import _check_device, member_generators
 
-__all__ = ["DeepNoiseSGDRegressor", "DeepNoiseNet", "standardise_fit"]
+__all__ = ["DeepNoiseSGDRegressor", "DeepNoiseNet"]
 
 #: Minimum number of training rows (the target is standardised by its sd).
 MIN_SAMPLES = 2
@@ -51,14 +52,6 @@ MIN_SAMPLES = 2
 _CHUNK_ELEMENTS = 1 << 24
 
 _LOG_2PI = math.log(2.0 * math.pi)
-
-
-def standardise_fit(X: np.ndarray, y: np.ndarray):
-    """(x_mean, x_scale, y_mean, y_scale): population sd; a constant column gets sd := 1 [C]."""
-    x_mean = X.mean(axis=0)
-    x_scale = X.std(axis=0)
-    x_scale[np.ptp(X, axis=0) == 0] = 1.0
-    return x_mean, x_scale, float(y.mean()), float(y.std())
 
 
 def _native(act):

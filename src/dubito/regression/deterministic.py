@@ -54,6 +54,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils import check_random_state
 
 from dubito import io
+from dubito._standardise import column_scaling
 from dubito._validation import (
     check_bool,
     check_choice,
@@ -121,9 +122,7 @@ class _Standardised(RegressorMixin, BaseEstimator):
             x_mean = np.full(X.shape[1], X.mean())
             x_scale = np.full(X.shape[1], 1.0 if constant else X.std())
         else:
-            x_mean = X.mean(axis=0)
-            x_scale = X.std(axis=0)
-            x_scale[np.ptp(X, axis=0) == 0] = 1.0  # constant column: centre only (sd := 1)
+            x_mean, x_scale = column_scaling(X)
         self.x_mean_, self.x_scale_ = x_mean, x_scale
         self.y_mean_, self.y_scale_ = float(y.mean()), float(y.std())
         self.n_train_ = int(X.shape[0])

@@ -46,6 +46,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils import check_random_state
 
 from dubito import io
+from dubito._standardise import standardise_fit
 from dubito._validation import (
     check_bool,
     check_choice,
@@ -334,10 +335,7 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
         L = s["n_members"]
         device = s["device"]
 
-        x_mean = X.mean(axis=0)
-        x_scale = X.std(axis=0)
-        x_scale[np.ptp(X, axis=0) == 0] = 1.0  # constant column: centre only (sd := 1)
-        y_mean, y_scale = float(y.mean()), float(y.std())
+        x_mean, x_scale, y_mean, y_scale = standardise_fit(X, y)
         Xs = (X - x_mean) / x_scale
         ys = (y - y_mean) / y_scale
 

@@ -66,6 +66,7 @@ import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 
 from dubito import io
+from dubito._standardise import standardise_fit
 from dubito._validation import (
     check_bool,
     check_choice,
@@ -343,10 +344,7 @@ class HyperVIRegressor(RegressorMixin, BaseEstimator):
         user_box = self._user_box(X.shape[1])
         n, p = X.shape
         if self.standardize:
-            self.x_mean_ = X.mean(axis=0)
-            self.x_scale_ = X.std(axis=0)
-            self.x_scale_[np.ptp(X, axis=0) == 0] = 1.0  # constant column: centre only
-            self.y_mean_, self.y_scale_ = float(y.mean()), float(y.std())
+            self.x_mean_, self.x_scale_, self.y_mean_, self.y_scale_ = standardise_fit(X, y)
         else:
             self.x_mean_, self.x_scale_ = np.zeros(p), np.ones(p)
             self.y_mean_, self.y_scale_ = 0.0, 1.0

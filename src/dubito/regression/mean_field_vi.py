@@ -43,6 +43,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils import check_random_state
 from torch.nn import functional as F
 
+from dubito._standardise import standardise_fit
 from dubito._validation import (
     check_bool,
     check_choice,
@@ -73,14 +74,6 @@ def _seed(random_state) -> int:
     if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
         return int(random_state)
     return int(check_random_state(random_state).randint(0, 2**31 - 1))
-
-
-def _standardise(X, y):
-    x_mean = X.mean(axis=0)
-    x_scale = X.std(axis=0)
-    x_scale[np.ptp(X, axis=0) == 0] = 1.0  # constant column: centre only ([C] standardize)
-    y_mean, y_scale = float(y.mean()), float(y.std())
-    return x_mean, x_scale, y_mean, y_scale
 
 
 class MeanFieldVIRegressor(RegressorMixin, BaseEstimator):
@@ -150,7 +143,7 @@ class MeanFieldVIRegressor(RegressorMixin, BaseEstimator):
         n, p = X.shape
         dev = s["device"]
         f64 = dict(dtype=torch.float64, device=dev)
-        self.x_mean_, self.x_scale_, self.y_mean_, self.y_scale_ = _standardise(X, y)
+        self.x_mean_, self.x_scale_, self.y_mean_, self.y_scale_ = standardise_fit(X, y)
         Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, **f64)
         ys = torch.as_tensor((y - self.y_mean_) / self.y_scale_, **f64)
 
