@@ -136,7 +136,16 @@ def test_paper_grid(uci_dir):
     assert {d for d, m in by if m == "deepnoise-paper-code"} == {"yacht", "boston"}
     assert {d for d, m in by if m == "dmc"} == {*dn.SMALL_UCI, *(f"{d}-gal" for d in dn.SMALL_UCI)}
     assert not any(m == "deepnoise-sgd" for _, m in by)
-    assert not any(d in by for d in (*dn.LARGE_UCI, "protein"))  # paper-large / paper-full
+    large = (*dn.LARGE_UCI, "protein")  # one split, four methods, shorter chains
+    assert {m for d, m in by if d in large} == {"deepnoise", "bp", "de", "vi"}
+    assert all(by[d, m] == [0] for d, m in by if d in large)
+    assert not any(f"{d}-gal" in {k for k, _ in by} for d in large)
+    big = [c.settings for c in cells if c.method == "deepnoise" and c.dataset in large]
+    small = [c.settings for c in cells if c.method == "deepnoise" and c.dataset not in large]
+    assert len(big) == 4 and all((b["n_burnin"], b["n_keep"], b["thin"], b["n_realizations"]) == (400, 400, 4, 50)
+                                 for b in big)
+    assert all(b == {**small[0], **dn.DATASET_SETTINGS["paper"]["protein"]["deepnoise"]} for b in big)
+    assert all(sm == small[0] for sm in small)  # the other datasets keep the preset's settings
     s = next(c.settings for c in cells if c.method == "deepnoise")
     assert (s["hidden"], s["activation"], s["n_chains"], s["n_burnin"] + s["n_keep"]) == ([50] * 4, "hardtanh", 2, 1500)
     assert s["n_keep"] // s["thin"] * s["n_chains"] * s["n_realizations"] == 10_000  # [C]'s components per point
