@@ -49,6 +49,9 @@ def test_budget_preset_is_the_spec_plan(uci_dir):
         (50, 200, 100, 300, 10, 1e-4)  # spec §6 plan
     assert r["boston", "ensemble"]["n_points"] == 100  # every method's predictor entropy at the same T
     assert r["ood-wave", "nn-hyvi"].get("n_points", 50) == 50
+    assert {c.dataset for c in cells} == set(ood.DATASETS)  # ood-wave and the eight UCI sets
+    assert {d for d, m in r if m == "hmc"} == {ood.SYNTHETIC, *ood.SMALL}  # as the paper: no HMC on the large sets
+    assert (r["protein", "funn-hyvi"]["max_epochs"], r["protein", "funn-hyvi"]["patience"]) == (300, 10)
 
 
 def test_paper_numbers():
