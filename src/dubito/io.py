@@ -33,6 +33,7 @@ __all__ = [
     "feature_names_json",
     "json_params",
     "json_seed",
+    "json_value",
     "load_tensors",
     "params_from_json",
     "rebuilding",
@@ -137,7 +138,9 @@ def json_seed(random_state) -> int | None:
     return int(rs) if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool) else None
 
 
-def _json_value(v):
+def json_value(v):
+    """``v`` with numpy scalars as Python ones, tuples and arrays as lists (recursively), paths and
+    devices as strings; other values unchanged."""
     if isinstance(v, (bool, np.bool_)):
         return bool(v)
     if isinstance(v, np.integer):
@@ -145,7 +148,7 @@ def _json_value(v):
     if isinstance(v, np.floating):
         return float(v)
     if isinstance(v, (tuple, list, np.ndarray)):
-        return [_json_value(x) for x in (v.tolist() if isinstance(v, np.ndarray) else v)]
+        return [json_value(x) for x in (v.tolist() if isinstance(v, np.ndarray) else v)]
     if isinstance(v, (os.PathLike, torch.device)):
         return str(v)
     return v
@@ -155,7 +158,7 @@ def json_params(est, **overrides) -> dict:
     """``est.get_params(deep=False)`` as JSON values: numpy scalars as Python ones, tuples and
     arrays as lists, paths and devices as strings, ``random_state`` by `json_seed`, ``device`` as
     its string; ``overrides`` replace entries (e.g. a user network the file cannot hold)."""
-    out = {k: _json_value(v) for k, v in est.get_params(deep=False).items()}
+    out = {k: json_value(v) for k, v in est.get_params(deep=False).items()}
     if "random_state" in out:
         out["random_state"] = json_seed(est.get_params(deep=False)["random_state"])
     if "device" in out:

@@ -179,10 +179,11 @@ def test_findings_on_known_numbers():
 # ------------------------------------------------------------------------------------ end to end
 
 
-def test_smoke_preset_end_to_end(uci_dir, tmp_path):
+def test_smoke_preset_end_to_end(uci_dir, tmp_path, monkeypatch):
     """The smoke preset (every method on ood-wave and yacht) through run_grid into a temporary
     store, then write_report: every cell done with finite metrics, Markdown with the paper tables,
     the findings, the sigma quartiles and the wave band plots."""
+    monkeypatch.setenv("DUBITO_CACHE", str(tmp_path / "cache"))  # the variational cells' checkpoints
     pytest.importorskip("dubito.regression.hyper_vi")
     pytest.importorskip("dubito.metrics.entropy")
     from dubito.experiments.report import write_report
@@ -220,3 +221,22 @@ def test_smoke_preset_end_to_end(uci_dir, tmp_path):
     assert {"ood-wave-curve_1d-funn-hyvi.png", "ood-wave-curve_1d-hmc.png"} <= pngs
     assert {"ood-wave-sigma_hist.png", "yacht-sigma_hist.png"} <= pngs  # the paper's histograms, drawn
     assert "](ood/yacht-sigma_hist.png)" in md
+
+
+def test_a_variational_cell_run_again_resumes_its_checkpoint(tmp_path, monkeypatch):
+    """A HyVI cell checkpoints under DUBITO_CACHE; the same cell run again (as after an interrupted
+    run) resumes the finished checkpoint instead of training, and gives the same metrics."""
+    monkeypatch.setenv("DUBITO_CACHE", str(tmp_path))
+    cell = next(c for c in E.cells("smoke") if c.dataset == "ood-wave" and c.method == "funn-hyvi")
+    first = ood.run_cell(cell)
+    path = tmp_path / "ood-checkpoints" / "smoke" / "ood-wave" / "funn-hyvi" / "split0-seed0" / "hyper_vi.safetensors"
+    assert path.is_file() and first.info["resumed"] is False
+    again = ood.run_cell(cell)
+    assert again.info["resumed"] is True
+    drop = lambda v: {k: x for k, x in v["FuNN-HyVI"].items() if k != "fit_seconds"}  # noqa: E731
+    assert drop(again.variants) == drop(first.variants)
+    from dubito.io import load_tensors
+
+    trained = load_tensors(path, "HyperVITrainingCheckpoint")[1]["record"]["seconds"]
+    assert again.variants["FuNN-HyVI"]["fit_seconds"] >= trained > 0  # the first run's training, kept
+    assert not (tmp_path / "ood-checkpoints" / "smoke" / "ood-wave" / "mc-dropout").exists()  # HyVI/MFVI only

@@ -313,3 +313,70 @@ FAST = HyperVIRegressor(space="parameter", noise_std=0.3, n_ll_samples=5, n_kl_s
 @parametrize_with_checks([FAST])
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)  # each check asserts; check_regressors_train needs R^2 > 0.5
+
+
+# ------------------------------------------------------------------------------------ checkpoints
+class _Interrupt(Exception):
+    pass
+
+
+def _interrupt_after(monkeypatch, n_epochs: int):
+    """Make the n_epochs+1-th epoch of the next fit raise, as a kill between epochs would."""
+    calls = {"n": 0}
+    real = HyperVIRegressor._train_epoch
+
+    def flaky(state):
+        calls["n"] += 1
+        if calls["n"] > n_epochs:
+            raise _Interrupt
+        return real(state)
+
+    monkeypatch.setattr(HyperVIRegressor, "_train_epoch", staticmethod(flaky))
+
+
+@pytest.mark.parametrize("space, family", [("function", "hypernet"), ("parameter", "mean-field")])
+def test_resume_after_an_interruption_gives_the_uninterrupted_fit(tmp_path, monkeypatch, space, family):
+    """Killed after epoch 5 (last checkpoint at 4, every 2 epochs), resume=True ends where an
+    uninterrupted 9-epoch fit ends: q's weights, curves and predictions bit for bit."""
+    X, y = _data()
+    kw = dict(TINY, space=space, family=family, noise_std=0.5, random_state=7, max_epochs=9, patience=0,
+              lr_factor=0.5)
+    full = HyperVIRegressor(**kw).fit(X, y)
+    with monkeypatch.context() as m:
+        _interrupt_after(m, 5)
+        with pytest.raises(_Interrupt):
+            HyperVIRegressor(**kw, checkpoint_dir=tmp_path, checkpoint_every=2).fit(X, y)
+    assert [p.name for p in tmp_path.iterdir()] == ["hyper_vi.safetensors"]  # no temporary files left
+    resumed = HyperVIRegressor(**kw, checkpoint_dir=tmp_path, checkpoint_every=2).fit(X, y, resume=True)
+    assert np.array_equal(resumed.loss_curve_, full.loss_curve_) and resumed.n_epochs_ == full.n_epochs_ == 9
+    assert np.array_equal(resumed.lr_curve_, full.lr_curve_)
+    if family == "hypernet":  # the noisy k-NN objective plateaus: the schedule's state was restored
+        assert len(set(full.lr_curve_)) > 1
+    for a, b in zip(full.family_.state_dict().values(), resumed.family_.state_dict().values()):
+        assert torch.equal(a, b)
+    assert np.array_equal(resumed.ood_score(X[:5]), full.ood_score(X[:5]))
+    # a finished checkpoint: resume returns the fitted model without training again
+    _interrupt_after(monkeypatch, 0)
+    again = HyperVIRegressor(**kw, checkpoint_dir=tmp_path, checkpoint_every=2).fit(X, y, resume=True)
+    assert np.array_equal(again.loss_curve_, full.loss_curve_)
+
+
+def test_resume_refuses_other_data_or_settings_and_needs_a_folder_and_seed(tmp_path):
+    X, y = _data()
+    kw = dict(TINY, noise_std=0.5, random_state=7, checkpoint_dir=tmp_path)
+    HyperVIRegressor(**kw).fit(X, y)
+    with pytest.raises(ValueError, match="different model, data or settings.*data"):
+        HyperVIRegressor(**kw).fit(X, y + 1.0, resume=True)
+    with pytest.raises(ValueError, match=r"noise_std: checkpoint 0\.5 vs this fit 0\.6"):
+        HyperVIRegressor(**{**kw, "noise_std": 0.6}).fit(X, y, resume=True)
+    with pytest.raises(ValueError, match="resume=True needs checkpoint_dir"):
+        HyperVIRegressor(**{**kw, "checkpoint_dir": None}).fit(X, y, resume=True)
+    with pytest.raises(ValueError, match="integer random_state"):
+        HyperVIRegressor(**{**kw, "random_state": None}).fit(X, y, resume=True)
+    (tmp_path / "hyper_vi.safetensors").write_bytes(b"garbage")
+    with pytest.raises(ValueError, match="not a readable safetensors"):
+        HyperVIRegressor(**kw).fit(X, y, resume=True)
+    # no checkpoint yet: resume starts afresh and equals a plain fit
+    fresh = HyperVIRegressor(**{**kw, "checkpoint_dir": tmp_path / "new"}).fit(X, y, resume=True)
+    plain = HyperVIRegressor(**{**kw, "checkpoint_dir": None}).fit(X, y)
+    assert np.array_equal(fresh.loss_curve_, plain.loss_curve_)

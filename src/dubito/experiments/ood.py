@@ -36,10 +36,12 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -283,10 +285,23 @@ def _fit_hyvi(method: str, d: _Data, s: dict, device: str, progress: bool, rando
         n_ll_samples=int(s["n_ll_samples"]), n_kl_samples=int(s["n_kl_samples"]), n_ood_points=int(s["n_points"]),
         lr=float(s["lr"]), lr_factor=float(s["lr_factor"]), patience=patience, min_lr=float(s["min_lr"]),
         max_epochs=int(s["max_epochs"]), batch_size=int(s["batch_size"]), n_predictors=int(s["n_predictors"]),
-        ood_box=d.box, standardize=False, device=device, random_state=random_state, progress=progress)
+        ood_box=d.box, standardize=False, device=device, random_state=random_state, progress=progress,
+        checkpoint_dir=s.get("_checkpoint"))
     t0 = time.perf_counter()
-    est.fit(d.X_tr, d.y_tr)
+    resumed = est.checkpoint_dir is not None and (Path(est.checkpoint_dir) / "hyper_vi.safetensors").is_file()
+    try:
+        est.fit(d.X_tr, d.y_tr, resume=est.checkpoint_dir is not None)
+    except ValueError as exc:  # a checkpoint of other settings or code (a data error recurs below)
+        if not resumed:
+            raise
+        warnings.warn(f"{method}: checkpoint in {est.checkpoint_dir} not resumable ({exc}); starting afresh",
+                      RuntimeWarning, stacklevel=2)
+        shutil.rmtree(est.checkpoint_dir, ignore_errors=True)
+        resumed = False
+        est.fit(d.X_tr, d.y_tr)
     seconds = time.perf_counter() - t0
+    if resumed:  # count the interrupted runs' training too (the checkpoint keeps it)
+        seconds = max(seconds, est.train_seconds_)
     net = FlatMLP(d.X_tr.shape[1], hidden=int(s["hidden"]), activation=s["activation"])
 
     def predictors(n, seed):
@@ -304,7 +319,7 @@ def _fit_hyvi(method: str, d: _Data, s: dict, device: str, progress: bool, rando
 
     info = dict(loss_curve=_curve(est.loss_curve_), lr_curve=_curve(est.lr_curve_),
                 min_knn_distance=_curve(getattr(est, "min_knn_distance_", [])), n_params=int(est.n_params_),
-                patience=patience, family=family, space=space)
+                patience=patience, family=family, space=space, resumed=bool(resumed))
     return _Fit(predictors, lambda n, seed: np.asarray(est.sample_parameters(n, random_state=seed)), "mixture",
                 seconds, float(est.n_epochs_), info)
 
@@ -532,6 +547,15 @@ def _network_seed(seed: int, split: int) -> int:
     return int(np.random.SeedSequence([int(seed), int(split), 6]).generate_state(1, np.uint32)[0] >> 1)
 
 
+def _checkpoint_dir(cell) -> Path:
+    """Where a variational cell checkpoints its training, so that a cell interrupted and run again
+    resumes it (`HyperVIRegressor(checkpoint_dir=...)`): the dubito cache (``$DUBITO_CACHE``, else
+    ~/.cache/dubito) ``/ood-checkpoints/<preset>/<dataset>/<method>/split<k>-seed<s>``."""
+    from dubito.data.uci import cache_dir
+
+    return cache_dir() / "ood-checkpoints" / cell.preset / cell.dataset / cell.method / f"split{cell.split}-seed{cell.seed}"
+
+
 def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     """One (dataset, method, seed): fit in the split's standardised units, evaluate (module docstring)."""
     import torch
@@ -544,6 +568,7 @@ def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     s = dict(SIZE[d.size], sigma_l=d.sigma_l)
     s.update(_resolve(dict(cell.settings), cell.dataset))
     s["_method"] = cell.method
+    s["_checkpoint"] = _checkpoint_dir(cell) if cell.method in HYVI else None
     random_state = _network_seed(cell.seed, cell.split)
     t1 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:

@@ -25,16 +25,14 @@ checkpoint whose settings differ from this fit's (listing the settings that diff
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from dubito import io
 from dubito.regression.deepnoise_model import DeepNoiseLatents, DeepNoiseParams, DeepNoisePriors
+from dubito.training_checkpoint import check_settings, data_digest, fingerprint
 
 __all__ = [
     "CHECKPOINT_CLASS",
@@ -71,21 +69,6 @@ class ChainState:
 def checkpoint_path(folder, chain: int) -> Path:
     """The checkpoint file of chain ``chain`` in ``folder``."""
     return Path(folder) / f"chain_{int(chain)}.safetensors"
-
-
-def data_digest(*arrays) -> str:
-    """SHA-256 of the float64 bytes and shapes of ``arrays`` (identifies the training data)."""
-    h = hashlib.sha256()
-    for a in arrays:
-        a = np.ascontiguousarray(np.asarray(a, dtype=np.float64))
-        h.update(repr(a.shape).encode())
-        h.update(a.tobytes())
-    return h.hexdigest()
-
-
-def fingerprint(settings: dict) -> str:
-    """SHA-256 of the canonical JSON of ``settings``."""
-    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
 
 
 def _priors_split(priors: DeepNoisePriors):
@@ -136,16 +119,6 @@ def save_checkpoint(path, state: ChainState, settings: dict) -> None:
     io.save_tensors(path, tensors, CHECKPOINT_CLASS, meta)
 
 
-def _settings_difference(saved: dict, current: dict) -> str:
-    keys = sorted(set(saved) | set(current))
-    diffs = [
-        f"{k}: checkpoint {saved.get(k, '<absent>')!r} vs this fit {current.get(k, '<absent>')!r}"
-        for k in keys
-        if saved.get(k, "<absent>") != current.get(k, "<absent>")
-    ]
-    return "; ".join(diffs) if diffs else "(fingerprint mismatch)"
-
-
 def load_checkpoint(path, settings: dict, device="cpu") -> ChainState:
     """Read the checkpoint at ``path`` and check it belongs to a fit with ``settings``.
 
@@ -153,19 +126,7 @@ def load_checkpoint(path, settings: dict, device="cpu") -> ChainState:
     settings (the message lists the settings that differ), ``FileNotFoundError`` if absent.
     """
     tensors, meta = io.load_tensors(path, CHECKPOINT_CLASS, device=device)
-    version = meta.get("checkpoint_version")
-    if version != CHECKPOINT_VERSION:
-        raise ValueError(
-            f"{path} is a DeepNoise checkpoint of version {version!r}; this version reads "
-            f"{CHECKPOINT_VERSION!r}: start afresh (fit with resume=False)"
-        )
-    saved = meta.get("settings", {})
-    if meta.get("fingerprint") != fingerprint(settings) or saved != json.loads(json.dumps(settings)):
-        raise ValueError(
-            f"{path} is a checkpoint of a different model, data or settings and cannot be resumed: "
-            f"{_settings_difference(saved, json.loads(json.dumps(settings)))}. Fit with resume=False "
-            "(or another checkpoint_dir) to start afresh"
-        )
+    check_settings(path, meta, settings, "DeepNoise", version=CHECKPOINT_VERSION)
     try:
         def group(prefix):
             return {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}

@@ -59,7 +59,9 @@ Measured speed: ``benchmarks/ood.py`` (seconds per epoch, one thread).
 from __future__ import annotations
 
 import math
+import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -94,6 +96,7 @@ from dubito.regression.variational_family import (
     MeanField,
     normal_log_prob,
 )
+from dubito.training_checkpoint import data_digest, load_training, save_training
 
 __all__ = ["FAMILIES", "SPACES", "HyperVIRegressor"]
 
@@ -185,6 +188,10 @@ def _run_epoch(objective: _Objective, optimizer, X: torch.Tensor, y: torch.Tenso
     return out
 
 
+#: The class name recorded in a training checkpoint (`dubito.training_checkpoint`).
+_CHECKPOINT_KIND = "HyperVITrainingCheckpoint"
+
+
 class HyperVIRegressor(RegressorMixin, BaseEstimator):
     """NN-HyVI, FuNN-HyVI, MFVI and FuNN-MFVI (module docstring) for a one-hidden-layer MLP.
 
@@ -207,11 +214,17 @@ class HyperVIRegressor(RegressorMixin, BaseEstimator):
     init_sd : float, default 0.001 — the mean-field family's initial σ ([C]).
     standardize : bool, default True — z-score X and y with the training statistics.
     device : str, default "cpu"; random_state : None or int; progress : bool, default True.
+    checkpoint_dir : str or Path or None, default None — folder of the training checkpoint
+        (``hyper_vi.safetensors``: q, Adam, the plateau schedule, the random streams and the
+        curves), written atomically every ``checkpoint_every`` epochs (default 10) and at the
+        end; ``fit(X, y, resume=True)`` continues from it to the same numbers as an
+        uninterrupted fit (`dubito.training_checkpoint`).
 
     Fitted attributes
     -----------------
     family_ (the trained HyperNetwork / MeanField, float32), net_ (FlatMLP), n_params_ (d),
-    loss_curve_, lr_curve_, min_knn_distance_ (per epoch), n_epochs_, ood_box_ (UniformBox,
+    loss_curve_, lr_curve_, min_knn_distance_ (per epoch), n_epochs_, train_seconds_ (the training
+    loop's wall time, summed over a resumed fit's runs), ood_box_ (UniformBox,
     standardised inputs), x_mean_, x_scale_, y_mean_, y_scale_, n_train_, predict_seed_.
     """
 
@@ -219,7 +232,7 @@ class HyperVIRegressor(RegressorMixin, BaseEstimator):
                  activation="relu", latent_dim=5, generator_hidden=(20, 40), n_ll_samples=100, n_kl_samples=500,
                  n_ood_points=200, lr=0.005, lr_factor=0.7, patience=30, min_lr=1e-4, max_epochs=2000,
                  batch_size=50, n_predictors=1000, ood_box=None, init_sd=1e-3, standardize=True, device="cpu",
-                 random_state=None, progress=True):
+                 random_state=None, progress=True, checkpoint_dir=None, checkpoint_every=10):
         self.space = space
         self.family = family
         self.noise_std = noise_std
@@ -244,6 +257,8 @@ class HyperVIRegressor(RegressorMixin, BaseEstimator):
         self.device = device
         self.random_state = random_state
         self.progress = progress
+        self.checkpoint_dir = checkpoint_dir
+        self.checkpoint_every = checkpoint_every
 
     # ------------------------------------------------------------------ settings
     def _settings(self) -> dict:
@@ -277,6 +292,7 @@ class HyperVIRegressor(RegressorMixin, BaseEstimator):
             "n_predictors": check_int(self.n_predictors, "n_predictors", min_value=1),
             "init_sd": check_float(self.init_sd, "init_sd", strictly_positive=True),
             "device": _check_device(self.device),
+            "checkpoint_every": check_int(self.checkpoint_every, "checkpoint_every", min_value=1),
         }
 
     def _user_box(self, n_features: int) -> UniformBox | None:
@@ -299,13 +315,26 @@ class HyperVIRegressor(RegressorMixin, BaseEstimator):
         return MeanField(d, s["init_sd"], 1.0, generator, dtype, s["device"])
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, y):
+    def fit(self, X, y, *, resume: bool = False):
         """Minimise the negative ELBO of the module docstring on (X, y). Returns self.
 
-        X (n, D) and y (n,) finite, y not constant, n >= 2."""
+        X (n, D) and y (n,) finite, y not constant, n >= 2. ``resume=True`` continues from the
+        checkpoint in ``checkpoint_dir`` (none there: a fresh start) to the same numbers as an
+        uninterrupted fit; it needs an int ``random_state``, and a checkpoint written with other
+        settings or data is refused with a ValueError that lists what differs."""
+        if resume and self.checkpoint_dir is None:
+            raise ValueError("resume=True needs checkpoint_dir (the folder the interrupted fit wrote)")
+        if resume and not (isinstance(self.random_state, (int, np.integer)) and not isinstance(self.random_state, bool)):
+            raise ValueError("resume=True needs an integer random_state (the checkpoint is tied to the seed)")
         state = self._prepare(X, y)
         s, opt, sched = state["settings"], state["optimizer"], state["scheduler"]
-        losses, lrs, min_r = [], [], []
+        ckpt = self._checkpoint(state, X, y)
+        start, record = 0, {"losses": [], "lrs": [], "min_r": [], "finished": False, "seconds": 0.0}
+        if resume and ckpt["path"].is_file():
+            start, record = load_training(ckpt["path"], _CHECKPOINT_KIND, ckpt["settings"], **ckpt["parts"])
+        losses, lrs, min_r = list(record["losses"]), list(record["lrs"]), list(record["min_r"])
+        finished = bool(record["finished"])
+        t0 = time.perf_counter() - float(record.get("seconds", 0.0))
 
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -314,8 +343,8 @@ class HyperVIRegressor(RegressorMixin, BaseEstimator):
         columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn())
         with Progress(*columns, console=Console(stderr=True), disable=not self.progress) as bar:
-            task = bar.add_task(name, total=s["max_epochs"])
-            for _ in range(s["max_epochs"]):
+            task = bar.add_task(name, total=s["max_epochs"], completed=start)
+            for epoch in range(start, 0 if finished else s["max_epochs"]):
                 lr = float(opt.param_groups[0]["lr"])
                 loss = self._train_epoch(state)
                 losses.append(loss)
@@ -323,7 +352,13 @@ class HyperVIRegressor(RegressorMixin, BaseEstimator):
                 min_r.append(_min_nn_distance(state["objective"].last_q))
                 sched.step(loss)
                 bar.update(task, advance=1, description=f"{name} loss {loss:.4g} lr {lr:.2g}")
-                if lr <= s["min_lr"] * (1 + 1e-9):
+                finished = lr <= s["min_lr"] * (1 + 1e-9) or epoch + 1 == s["max_epochs"]
+                if ckpt["path"] is not None and ((epoch + 1) % s["checkpoint_every"] == 0 or finished):
+                    record = {"losses": losses, "lrs": lrs, "min_r": min_r, "finished": finished,
+                              "seconds": time.perf_counter() - t0}
+                    save_training(ckpt["path"], _CHECKPOINT_KIND, ckpt["settings"], epoch=epoch + 1, record=record,
+                                  **ckpt["parts"])
+                if finished:
                     break
         family = state["objective"].family
         self.family_ = family.eval()
@@ -333,6 +368,7 @@ class HyperVIRegressor(RegressorMixin, BaseEstimator):
         self.lr_curve_ = np.asarray(lrs)
         self.min_knn_distance_ = np.asarray(min_r)
         self.n_epochs_ = len(losses)
+        self.train_seconds_ = time.perf_counter() - t0
         self._warn_collapse()
         return self
 
@@ -375,6 +411,21 @@ class HyperVIRegressor(RegressorMixin, BaseEstimator):
             min_lr=s["min_lr"])
         return dict(settings=s, objective=objective, optimizer=opt, scheduler=sched, X=X32, y=y32,
                     batch=min(s["batch_size"], n), order=order, noise=noise)
+
+    def _checkpoint(self, state: dict, X, y) -> dict:
+        """Where the training checkpoint goes (None without ``checkpoint_dir``), the settings that
+        must match to resume (every constructor setting but the progress bar and the checkpoint's
+        own, and a digest of the data) and the stateful parts of the loop."""
+        parts = {"modules": {"family": state["objective"].family}, "optimizer": state["optimizer"],
+                 "scheduler": state["scheduler"], "generators": {"order": state["order"], "noise": state["noise"]}}
+        if self.checkpoint_dir is None:
+            return {"path": None, "settings": None, "parts": parts}
+        settings = io.json_params(self)
+        for key in ("progress", "checkpoint_dir", "checkpoint_every"):
+            settings.pop(key)
+        settings["ood_box"] = None if self.ood_box is None else [self.ood_box_.low.tolist(), self.ood_box_.high.tolist()]
+        settings["data"] = data_digest(X, y)
+        return {"path": Path(self.checkpoint_dir) / "hyper_vi.safetensors", "settings": settings, "parts": parts}
 
     @staticmethod
     def _train_epoch(state: dict) -> float:
