@@ -420,3 +420,23 @@ def test_end_to_end_posterior_predictive_is_sensible(seed):
     assert 0.85 <= coverage <= 0.96, coverage
     assert gap < 0.35, gap
     assert rmse < 0.12, rmse
+
+
+@pytest.mark.parametrize("tie", ["row", "layer"])
+def test_tied_prior_variances_are_shared_and_resume_exactly(data, tmp_path, tie):
+    """tie_rho shares ρ² per unit (equal down each column of the (K_in, K_out) W) or per layer in
+    every kept state; an interrupted tied run resumes from its checkpoints (whose priors record
+    the tie) to the same states; the default leaves ρ² per weight."""
+    X, y = data
+    a = _fit(X, y, tie_rho=tie, checkpoint_dir=tmp_path, checkpoint_every=5)
+    for key, rho2 in a.samples_.items():
+        if key.startswith("rho2."):
+            flat = rho2.reshape(-1, *rho2.shape[-2:])  # (states, K_in, K_out)
+            same = flat == flat[:, :1, :] if tie == "row" else flat == flat[:, :1, :1]
+            assert torch.all(same), key
+    b = _fit_resume(X, y, tie_rho=tie, checkpoint_dir=tmp_path, checkpoint_every=5)  # finished checkpoints
+    _assert_same_fit(a, b)
+    with pytest.raises(ValueError, match="tie_rho: checkpoint"):
+        _fit_resume(X, y, tie_rho="row" if tie == "layer" else "layer", checkpoint_dir=tmp_path, checkpoint_every=5)
+    with pytest.raises(ValueError, match="tie_rho must be one of"):
+        _fit(X, y, tie_rho="unit")

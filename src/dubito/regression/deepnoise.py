@@ -66,7 +66,13 @@ from dubito.regression.deepnoise_checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from dubito.regression.deepnoise_gibbs import gibbs_sweep, init_latents, random_init, train_log_likelihood
+from dubito.regression.deepnoise_gibbs import (
+    TIE_RHO,
+    gibbs_sweep,
+    init_latents,
+    random_init,
+    train_log_likelihood,
+)
 from dubito.regression.deepnoise_model import (
     DeepNoiseParams,
     DeepNoisePriors,
@@ -254,7 +260,8 @@ def _init_chain(job: _ChainJob, Xs, ys, act, gen, device):
         ).fit(job.X[job.sgd_rows], job.y[job.sgd_rows])
         source = (sgd.x_mean_, sgd.x_scale_, sgd.y_mean_, sgd.y_scale_)
         params = rescale_params(sgd.params_().to(device), source, job.units)
-    kw = dict(a_w=s["prior_shape"], b_w=s["prior_scale"], a_b=s["prior_shape"], b_b=s["prior_scale"])
+    kw = dict(a_w=s["prior_shape"], b_w=s["prior_scale"], a_b=s["prior_shape"], b_b=s["prior_scale"],
+              tie_rho=s["tie_rho"])
     if s["noise_prior"] == "sgd_centred":
         priors = DeepNoisePriors.sgd_centred(params, Xs.shape[0], **kw)
     else:
@@ -367,6 +374,10 @@ class DeepNoiseRegressor(RegressorMixin, BaseEstimator):
     prior_shape, prior_scale : float, default 1e-3, 1e-3
         IG(shape, scale) of every prior variance (ρ², ξ², and τ², σ² under "paper"):
         IG(0.001, 0.001) [P §3.1, C ``init_priors``].
+    tie_rho : {"none", "row", "layer"}, default "none"
+        How the weights' prior variances ρ² are shared: one per weight [P], one per unit (its
+        K_in incoming weights) or one per layer. Near-improper per-weight IG(0.001, 0.001)
+        priors can freeze a weight at 0 (spec pitfall 5); tying pools the evidence.
     latent_batch_size : int or None, default None
         None: full sweeps (spec §2.2 [R]); an int refreshes only that many random latent rows
         per layer and sweep ([C] uses 16).
@@ -412,6 +423,7 @@ class DeepNoiseRegressor(RegressorMixin, BaseEstimator):
         noise_prior="paper",
         prior_shape=1e-3,
         prior_scale=1e-3,
+        tie_rho="none",
         latent_batch_size=None,
         n_realizations=20,
         checkpoint_dir=None,
@@ -432,6 +444,7 @@ class DeepNoiseRegressor(RegressorMixin, BaseEstimator):
         self.noise_prior = noise_prior
         self.prior_shape = prior_shape
         self.prior_scale = prior_scale
+        self.tie_rho = tie_rho
         self.latent_batch_size = latent_batch_size
         self.n_realizations = n_realizations
         self.checkpoint_dir = checkpoint_dir
@@ -457,6 +470,7 @@ class DeepNoiseRegressor(RegressorMixin, BaseEstimator):
             noise_prior=check_choice(self.noise_prior, "noise_prior", ("paper", "sgd_centred")),
             prior_shape=check_float(self.prior_shape, "prior_shape", strictly_positive=True),
             prior_scale=check_float(self.prior_scale, "prior_scale", strictly_positive=True),
+            tie_rho=check_choice(self.tie_rho, "tie_rho", TIE_RHO),
             latent_batch_size=(None if self.latent_batch_size is None
                                else check_int(self.latent_batch_size, "latent_batch_size", min_value=1)),
             n_realizations=check_int(self.n_realizations, "n_realizations", min_value=1),
@@ -511,6 +525,8 @@ class DeepNoiseRegressor(RegressorMixin, BaseEstimator):
         chain_settings = {k: v for k, v in s.items() if k not in ("n_keep", "n_realizations", "n_jobs",
                                                                   "checkpoint_every", "n_chains")}
         chain_settings["hidden"] = list(chain_settings["hidden"])
+        if chain_settings["tie_rho"] == "none":  # absent = "none": checkpoints written before tie_rho still resume
+            del chain_settings["tie_rho"]
         jobs = []
         for c in range(s["n_chains"]):
             fp = dict(chain_settings, chain=c, seed=seeds[c], data=digest, n_monitor=int(len(monitor)),

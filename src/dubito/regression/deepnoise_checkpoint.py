@@ -81,7 +81,7 @@ def _priors_split(priors: DeepNoisePriors):
             for i, t in enumerate(value):
                 tensors[f"priors.{f.name}.{i}"] = torch.as_tensor(t)
         else:
-            scalars[f.name] = float(value)
+            scalars[f.name] = value if isinstance(value, str) else float(value)
     return scalars, tensors
 
 
@@ -91,7 +91,7 @@ def _priors_join(scalars: dict, tensors: dict) -> DeepNoisePriors:
         if isinstance(value, dict):
             kwargs[name] = [tensors[f"priors.{name}.{i}"] for i in range(int(value["n_tensors"]))]
         else:
-            kwargs[name] = float(value)
+            kwargs[name] = value if isinstance(value, str) else float(value)
     return DeepNoisePriors(**kwargs)
 
 

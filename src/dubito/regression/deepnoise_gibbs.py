@@ -12,7 +12,8 @@ pieces), float64 on the device of the inputs, and every random draw comes from t
 (c) (β_{l,k}, γ_{l,k}) | · ~ N(A⁻¹τ⁻²Ūᵀv_k, A⁻¹), A = τ⁻²ŪᵀŪ + D⁻¹ (batched over k; NOT eq. (8)).
 (d) τ²_{l,k} ~ IG(a_pre + N/2, b_pre + SS/2), σ²_{l,k} ~ IG(a_post + N/2, b_post + SS/2)
     (labels by variable, not as in eqs. (9)/(10)).
-(e) ρ² ~ IG(a_w + ½, b_w + β²/2), ξ² ~ IG(a_b + ½, b_b + γ²/2), floored at priors.rho2_floor.
+(e) ρ² ~ IG(a_w + ½, b_w + β²/2), ξ² ~ IG(a_b + ½, b_b + γ²/2), floored at priors.rho2_floor;
+    ρ² shared per unit or per layer with priors.tie_rho (pitfall 5).
 
 Speed (issue target ≤ 0.1 s per sweep at N = 1000; spec §2.5's NumPy pilot took 0.23 s):
 measured 2026-11-23 on the shared 2-core AMD EPYC box, torch 2.13 CPU, one thread, 4×50 hard
@@ -338,11 +339,31 @@ def sample_noise_variances(resid: torch.Tensor, a, b, generator) -> torch.Tensor
     return sample_inverse_gamma((a + 0.5 * n).expand_as(ss), b + 0.5 * ss, generator)
 
 
-def sample_prior_variances(values: torch.Tensor, a, b, generator, floor: float = 0.0) -> torch.Tensor:
-    """ρ² ~ IG(a + ½, b + ½ value²) elementwise (spec §2.1e), floored at ``floor`` (pitfall 5)."""
+#: How the weights' prior variances ρ² are shared (spec pitfall 5): one per weight [P], one per
+#: unit (the K_in weights into unit k, spec §2.1c's row β_{l,k}: a column of our (K_in, K_out) W),
+#: or one per layer.
+TIE_RHO = ("none", "row", "layer")
+
+
+def sample_prior_variances(values: torch.Tensor, a, b, generator, floor: float = 0.0, tie: str = "none") -> torch.Tensor:
+    """ρ² ~ IG(a + ½, b + ½ value²) elementwise (spec §2.1e), floored at ``floor`` (pitfall 5).
+
+    ``tie`` (`TIE_RHO`, for a (K_in, K_out) weight matrix): "row" draws one ρ²_k ~ IG(a + K_in/2,
+    b + ½ Σ_j W_jk²) per unit k, "layer" one ρ² ~ IG(a + n/2, b + ½ Σ W²) for the layer's n
+    weights (the conjugate updates of a shared variance); the result has ``values``' shape."""
     a = torch.as_tensor(a, dtype=values.dtype, device=values.device)
     b = torch.as_tensor(b, dtype=values.dtype, device=values.device)
-    out = sample_inverse_gamma((a + 0.5).expand_as(values), b + 0.5 * values * values, generator)
+    sq = values * values
+    if tie == "none":
+        out = sample_inverse_gamma((a + 0.5).expand_as(values), b + 0.5 * sq, generator)
+    elif tie == "row":
+        out = sample_inverse_gamma((a + 0.5 * values.shape[0]).expand(values.shape[1:]), b + 0.5 * sq.sum(0),
+                                   generator).expand_as(values).clone()
+    elif tie == "layer":
+        out = sample_inverse_gamma((a + 0.5 * values.numel()).reshape(1), (b + 0.5 * sq.sum()).reshape(1),
+                                   generator).expand_as(values).clone()
+    else:
+        raise ValueError(f"tie must be one of {TIE_RHO}, got {tie!r}")
     return out.clamp_min(floor) if floor > 0 else out
 
 
@@ -487,7 +508,8 @@ def gibbs_sweep(
             params.sigma2[l] = sample_noise_variances(
                 resid_u, _hyper(priors.a_post, l, like), _hyper(priors.b_post, l, like), generator
             )
-        params.rho2[l] = sample_prior_variances(W, priors.a_w, priors.b_w, generator, priors.rho2_floor)
+        params.rho2[l] = sample_prior_variances(W, priors.a_w, priors.b_w, generator, priors.rho2_floor,
+                                                tie=priors.tie_rho)
         params.xi2[l] = sample_prior_variances(g, priors.a_b, priors.b_b, generator, priors.rho2_floor)
 
 

@@ -244,7 +244,8 @@ class DeepNoisePriors:
     Defaults IG(1e-3, 1e-3) for every variance [P §3.1, C ``init_priors``]. a_pre/b_pre (τ²)
     may be lists of L+1 per-unit tensors and a_post/b_post (σ²) lists of L (the [C]
     ``sgd_centred`` prior, :meth:`sgd_centred`). ``rho2_floor``: lower bound on sampled ρ² and
-    ξ² against the near-absorbing collapse of pitfall 5 (spec §8) [R].
+    ξ² against the near-absorbing collapse of pitfall 5 (spec §8) [R]. ``tie_rho``: "none" (one
+    ρ² per weight, [P]), "row" (one per unit) or "layer" (one per layer), pitfall 5's offer.
     """
 
     a_w: float = 1e-3
@@ -256,6 +257,7 @@ class DeepNoisePriors:
     a_post: Hyper = 1e-3
     b_post: Hyper = 1e-3
     rho2_floor: float = 1e-8
+    tie_rho: str = "none"
 
     @classmethod
     def sgd_centred(cls, params: DeepNoiseParams, n: int, **kwargs) -> DeepNoisePriors:
