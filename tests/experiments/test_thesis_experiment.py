@@ -145,6 +145,20 @@ def test_new_checks_on_known_numbers():
     assert any("β = 10/N" in x and "not every site rises" in x for x in v["H6"][1]) and v["H6"][0] == "holds"
 
 
+def test_h9_needs_a_gain_above_the_threshold():
+    """A CRF 'gain' smaller than CRF_MIN_GAIN (0.005) is no improvement; the weak-context comparison is
+    then not counted, and unaries that gain no more than ori do not 'gain more'."""
+    tiny = dict(crf_acc_conf_w0=0.3310, crf_acc_conf_grid=0.3314, crf_acc_w0=0.417, crf_acc_wmax=0.267,
+                crf_acc_grid=0.421, crf_w_grid=0.17, crf_w_max=32.0, crf_weak_acc_conf_w0=0.40,
+                crf_weak_acc_conf_grid=0.40, crf_weak_acc_w0=0.40, crf_weak_acc_grid=0.40, crf_weak_w_grid=0.0)
+    rows = [_row("ori", **tiny), _row("cdp", **{**tiny, "crf_acc_conf_grid": 0.3320})]
+    v = thesis.finding_verdicts(rows, "digits")
+    assert v["H9"][0] == "partly"  # collapse at large w holds; no gain does not
+    assert any(x.startswith("ori:") and "gain 0.0004" in x and x.endswith("partly") for x in v["H9"][1])
+    assert any("calibrated unaries gain more: cdp" in x and x.endswith("does not hold") for x in v["H9"][1])
+    assert sum("not counted (strong context gains nothing here)" in x for x in v["H9"][1]) == 2
+
+
 def test_sampler_switch_restores():
     """`_Sampler` switches every concrete / Multi-Drop layer to the hard sampler and back (spec §2.4)."""
     from dubito.classification import MCDropoutClassifier
