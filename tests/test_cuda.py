@@ -19,24 +19,16 @@ import numpy as np
 import pytest
 import torch
 
+from .regression.copula_synthetic import relu_features_and_latent
+
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
-
-
-def _features(n, p=4, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(n, 3))
-    psi = np.maximum(x @ rng.normal(size=(3, p)) + 0.5 * rng.normal(size=p), 0.0)
-    beta = rng.normal(size=p) * np.sqrt(0.5)
-    s = 1.0 / np.sqrt(1.0 + 0.5 * np.sum(psi**2, axis=1))
-    z = s * (psi @ beta + rng.normal(size=n))
-    return psi, z
 
 
 @pytest.mark.parametrize("prior", ["ridge", "horseshoe"])
 def test_copula_log_posterior_on_gpu_equals_cpu(prior):
     from dubito.regression.copula_posterior import CopulaModel
 
-    psi, z = _features(300)
+    psi, z = relu_features_and_latent(300)
     cpu = CopulaModel(psi, z, prior)
     gpu = CopulaModel(psi, z, prior, device="cuda")
     theta = torch.as_tensor(np.random.default_rng(1).normal(scale=0.5, size=(7, cpu.dim)))
@@ -50,7 +42,7 @@ def test_copula_log_posterior_on_gpu_equals_cpu(prior):
 def test_copula_vi_and_nuts_on_gpu_agree_with_cpu():
     from dubito.regression import ImplicitCopulaRegressor
 
-    psi, z = _features(400)
+    psi, z = relu_features_and_latent(400)
     y = np.exp(z)  # a skewed response
     kw = dict(vi_max_iter=1500, vi_min_iter=300, n_draws=200, random_state=0, progress=False)
     with warnings.catch_warnings():
