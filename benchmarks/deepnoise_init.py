@@ -27,7 +27,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import header, one_thread_env, torch_one_thread  # noqa: E402
+from _common import header, one_thread_env, torch_one_thread
 
 one_thread_env()
 
