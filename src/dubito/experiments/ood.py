@@ -839,6 +839,18 @@ it protein). `paper`: spec §2-§3 values, all nine sets, one seed; `paper-full`
 the paper's three seeds. Timings are one CPU thread of a shared 2-core machine (load 4-5), not the
 paper's GPU (Table 6 is not reproduced).
 
+Findings of the budget preset (60 cells, one seed, 4.67 h of cell wall time; `docs/results/ood.md`).
+Finding 1 holds: on ood-wave sigma rises away from the data 10.2x for FuNN-HyVI against 1.37x (MFVI)
+and 1.22x (MC dropout); HMC 16.9x. Finding 2 holds on eight of nine sets (naval partly: there
+H_pred(FuNN-HyVI) -254 < H_pred(NN-HyVI) -223). Finding 3's AUROC ordering holds on boston,
+concrete, energy, wine and protein; on yacht (FuNN-HyVI 0.978 < Ensemble 0.986), naval (every
+method but MFVI at 1.000) and power (FuNN-HyVI 0.961, below the paper's ~1) only partly. HMC's
+AUROC is within 0.02 of the paper's on boston, concrete, energy and wine (0.993-1.000), 0.958 on
+yacht (paper 0.989); its RMSE is near the paper's HMC (energy 2.84 vs 2.62, yacht 4.33 vs 3.84,
+concrete 7.87 vs 6.96, boston 2.62 vs 2.63, wine 0.570 vs 0.58): both fit these sets worse than
+the ensembles (0.41, 0.83, 4.46). Entropies are on the budget's own scale (T = 100, 10 draws), so only
+their differences between methods count. The `paper` preset was not run: about 19 CPU h (below).
+
 Cost of the paper presets (pilot cells with the paper's settings and 2-5 epochs, one thread, load
 4-5). Seconds per optimiser step, small sets (B = 50, H = 50, boston): NN-HyVI 0.11, FuNN-HyVI 0.14,
 MFVI 0.18, FuNN-MFVI 0.27; large sets (B = 500, H = 100, protein): 0.10, 0.13, 0.04, 0.17. Steps per
