@@ -863,6 +863,17 @@ BP (3,000 steps) gave 43, DE 39, VI 152, BNN (1 x 50) 101, DMC 101 on the same c
 preset therefore keeps 1,000-step inits and 1,500 sweeps and cuts repeats and splits instead. The
 chains' R-hat stays above the 1.05 threshold at these lengths: the diagnostics table says by how
 much.
+
+Why B-DeepNoise's W1 does not fall with N here (interim: het-1000/2000/4000 give 73.5 / 67.9 / 69.8,
+the paper 72 / 38 / 26): the init budget. `benchmarks/deepnoise_init.py --dataset het-4000` (commit
+336d701, one thread, load 3-4) trains the init alone (chain 0's 3,200 rows, batch 1000, 100 noise
+draws) and scores it: W1 147 / 131 / 80.6 / 39.8 / 23.8 / 21.9 after 250 / 500 / 1,000 / 2,000 /
+4,000 / 6,000 Adam steps (0.7-0.8 s per step). The preset's 1,000 steps leave the init at 80.6,
+which 1,500 sweeps bring to 69.8; 4,000 steps alone reach 23.8, the paper's 26 and the
+heteroscedastic-Gaussian anchor 22.7. [C]'s 10,000 epochs are 70,000 steps at N = 4000 (batch
+500), and its chains run 100 sweeps with 16-row latent refresh (spec pitfall 3), so the paper's
+Table 1 is mostly its init's. A 4,000-step init costs about 1 h per chain on this machine (the
+paper preset's cells would take 2-3x longer); the paper preset keeps 1,000 steps for all cells.
 """
 
 _REDUCED = (
