@@ -44,7 +44,7 @@ def main(argv=None) -> None:
 
     from dubito.experiments.deepnoise import _load, _w1
     from dubito.regression.deepnoise import SGD_FOLDS
-    from dubito.regression.deepnoise_sgd import DeepNoiseSGDRegressor
+    from dubito.regression.deepnoise_sgd import DeepNoiseSGDRegressor, train_epoch
 
     milestones = sorted(int(s) for s in args.steps.split(","))
     d = _load(args.dataset, 0)
@@ -71,18 +71,9 @@ def main(argv=None) -> None:
     for milestone in milestones:
         t0 = time.perf_counter()
         while steps < milestone:
-            perm = torch.randperm(n, generator=gen)
-            total = 0.0
-            for start in range(0, n, batch):
-                idx = perm[start : start + batch]
-                loss = net.mixture_nll(Xt[idx], yt[idx], s["n_noise_samples"], gen)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                total += float(loss.detach()) * len(idx)
-                steps += 1
+            last = train_epoch(net, opt, Xt, yt, batch, s["n_noise_samples"], gen)
+            steps += -(-n // batch)
             epochs += 1
-            last = total / n
         t_train += time.perf_counter() - t0
         est.net_ = copy.deepcopy(net).double()
         pred = est.predict_distribution(d.x_eval, n_samples=1000)

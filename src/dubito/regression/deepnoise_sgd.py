@@ -43,7 +43,7 @@ from dubito.predictive.mixture import GaussianMixture
 from dubito.regression.deepnoise_model import DeepNoiseParams, DeepNoisePriors, piecewise_activation
 from dubito.regression.ensemble import _check_device, member_generators
 
-__all__ = ["DeepNoiseSGDRegressor", "DeepNoiseNet"]
+__all__ = ["DeepNoiseNet", "DeepNoiseSGDRegressor", "train_epoch"]
 
 #: Minimum number of training rows (the target is standardised by its sd).
 MIN_SAMPLES = 2
@@ -157,6 +157,24 @@ def _progress_bar(progress: bool):
     return Progress(*columns, console=Console(stderr=True), disable=not progress)
 
 
+def train_epoch(net: DeepNoiseNet, opt, X: torch.Tensor, y: torch.Tensor, batch: int, n_draws: int,
+                generator: torch.Generator) -> float:
+    """One epoch of Adam steps on the MC mixture NLL (`DeepNoiseNet.mixture_nll`, ``n_draws``
+    noise draws per row) over a random permutation of the rows in batches; returns the epoch's
+    row-weighted mean loss."""
+    n = X.shape[0]
+    perm = torch.randperm(n, generator=generator, device=X.device)
+    total = 0.0
+    for start in range(0, n, batch):
+        idx = perm[start : start + batch]
+        loss = net.mixture_nll(X[idx], y[idx], n_draws, generator)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        total += float(loss.detach()) * idx.shape[0]
+    return total / n
+
+
 class DeepNoiseSGDRegressor(RegressorMixin, BaseEstimator):
     r"""Frequentist DeepNoise trained by the Monte-Carlo mixture NLL and Adam (spec §2.3 step 1).
 
@@ -254,16 +272,7 @@ class DeepNoiseSGDRegressor(RegressorMixin, BaseEstimator):
         with _progress_bar(bool(self.progress)) as bar:
             task = bar.add_task("DeepNoise-SGD", total=s["epochs"])
             for epoch in range(s["epochs"]):
-                perm = torch.randperm(n, generator=gen, device=X.device)
-                total = 0.0
-                for start in range(0, n, batch):
-                    idx = perm[start : start + batch]
-                    loss = net.mixture_nll(X[idx], y[idx], s["n_noise_samples"], gen)
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
-                    total += float(loss.detach()) * idx.shape[0]
-                curve[epoch] = total / n
+                curve[epoch] = train_epoch(net, opt, X, y, batch, s["n_noise_samples"], gen)
                 bar.update(task, advance=1, description=f"DeepNoise-SGD nll {curve[epoch]:.3f}")
         return curve
 
