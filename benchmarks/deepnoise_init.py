@@ -6,7 +6,7 @@ frequentist DeepNoise net (the chains' starting point, spec §2.3 step 1) agains
 
 Why: in the `paper` preset B-DeepNoise's W1 stays near 70 at N = 1000, 2000 and 4000, where the
 paper's falls 72 -> 38 -> 26. The preset starts each chain from 1,000 Adam steps ([C] trains
-10,000 epochs, 40,000 steps at N = 4000), and the sampler's 1,500 sweeps move W1 little
+10,000 epochs, about 70,000 steps at N = 4000 with its synthetic batch of 500), and the sampler's 1,500 sweeps move W1 little
 (pilots in the experiment's NOTES: 74 after 600 sweeps, 70 after 1,500). If the init's W1 keeps
 falling with more steps, the gap is the init budget, not the sampler.
 
@@ -15,7 +15,8 @@ What it runs: the experiment's data for the dataset (repeat 0), the rows of chai
 (`DeepNoiseSGDRegressor` defaults: 4 x 50 hard tanh, 100 noise draws per row, Adam lr 1e-3,
 batch 1000) and the same loss (`DeepNoiseNet.mixture_nll`), trained once; at each milestone the
 net's predictive (1,000 noise draws per input) is scored at the 100 evaluation inputs by the
-experiment's W1 (50,000 draws per input). One torch thread. This is a measurement, not a test.
+experiment's W1 (50,000 draws per input). One torch thread. This is a measurement, not a test;
+its het-4000 output (commit 336d701) is recorded in the deepnoise experiment's NOTES.
 """
 
 from __future__ import annotations
