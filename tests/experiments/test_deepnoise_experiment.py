@@ -266,7 +266,8 @@ def _uci_rows(bdn_rmse=0.5):
                 diag = ({"rhat_mean": [1.01, 1.2], "ess_mean": [300.0, 80.0], "rhat_loglik": 1.5 + split,
                          "ess_loglik": float("nan")} if ds == "yacht" else
                         {"max_rhat": 9.0, "min_ess": 1.0, "rhat_threshold": 1.05, "ess_threshold": 400.0,
-                         "rhat_mean": [1.0, 1.3], "ess_mean": [50.0 + split, 60.0], "sweeps_per_second": 12.5})
+                         "rhat_mean": [1.0, 1.3], "ess_mean": [50.0 + split, 60.0], "sweeps_per_second": 12.5,
+                         "chain_seconds": [60.0 * split, 120.0]})
                 rows.append(_row(ds, method, {"rmse": rmse, "nll": nll, "wepi_95": wepi}, split,
                                  info={"diagnostics": diag, "warnings": ["R-hat > 1.05"]} if method == "deepnoise" else None))
     return rows
@@ -297,9 +298,10 @@ def test_claims_verdicts_follow_the_numbers():
     assert "∞ (3/3) [6.01 ± 1.72]" in text  # our VI WEPI on yacht infinite in every split; the paper finite
     assert "[0.45 ± 0.22 †]" in text and "| B-DeepNoise | 80.5 ± 0.7 (2) [72 ± 4] |" in text
     assert "pooled sd scores het 99.6, skew 93.0, multi 173.3" in text  # the spec §6.2 anchors
-    # diagnostics over the 3 splits: max R-hat and min ESS per functional, warned cells, sweeps / s
-    assert "| yacht | B-DeepNoise | 3 | 1.200 | 80 | 3.500 | — | 3 | — |" in text
-    assert "| energy | B-DeepNoise | 3 | 1.300 | 50 | — | — | 3 | 12.5 |" in text
+    # diagnostics over the 3 splits: max R-hat and min ESS per functional, warned cells, sweeps / s,
+    # chain minutes summed over chains, mean over cells: (120 + 180 + 240) s / 3 = 3.0 min
+    assert "| yacht | B-DeepNoise | 3 | 1.200 | 80 | 3.500 | — | 3 | — | — |" in text
+    assert "| energy | B-DeepNoise | 3 | 1.300 | 50 | — | — | 3 | 12.5 | 3.0 |" in text
     assert "cells are not in the store" in text
 
 

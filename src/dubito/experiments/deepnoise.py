@@ -1189,12 +1189,15 @@ def _diagnostics(rows) -> list[str]:
         if not r.method.startswith("deepnoise") or r.method == "deepnoise-sgd":
             continue
         diag = (r.info or {}).get("diagnostics")
-        a = agg.setdefault((r.dataset, VARIANT.get(r.method, r.method)), {"warned": [], "speed": []})
+        a = agg.setdefault((r.dataset, VARIANT.get(r.method, r.method)), {"warned": [], "speed": [], "chain_s": []})
         for key, value in _diagnostic_values(diag).items():
             a.setdefault(key, []).append(value)
         speed = (diag or {}).get("sweeps_per_second") if isinstance(diag, Mapping) else None
         if isinstance(speed, (int, float)):
             a["speed"].append(float(speed))
+        chain_s = (diag or {}).get("chain_seconds") if isinstance(diag, Mapping) else None
+        if chain_s is not None and np.size(chain_s):
+            a["chain_s"].append(float(np.sum(chain_s)))
         a["warned"].append(bool((r.info or {}).get("warnings")))
 
     def worst(a: dict, key: str, digits: int) -> str:
@@ -1209,7 +1212,8 @@ def _diagnostics(rows) -> list[str]:
             continue
         lines.append(f"| {ds} | {v} | {len(a['warned'])} | {worst(a, 'mean_rhat', 3)} | {worst(a, 'mean_ess', 0)} | "
                      f"{worst(a, 'loglik_rhat', 3)} | {worst(a, 'loglik_ess', 0)} | {sum(a['warned'])} | "
-                     f"{_fmt(float(np.mean(a['speed'])), 1) if a['speed'] else '—'} |")
+                     f"{_fmt(float(np.mean(a['speed'])), 1) if a['speed'] else '—'} | "
+                     f"{_fmt(float(np.mean(a['chain_s'])) / 60.0, 1) if a['chain_s'] else '—'} |")
     if not lines:
         return []
     return section("B-DeepNoise chain diagnostics",
@@ -1217,10 +1221,12 @@ def _diagnostics(rows) -> list[str]:
                    "(spec §2.4: not raw weights, which are permutation-symmetric): the predictive mean at 20 training "
                    "rows, and the train log-likelihood, which also tracks the noise variances and the latents (spec "
                    "pitfall 6: slow mixing of the data augmentation); the number of cells whose fit warned (ConvergenceWarning at R-hat "
-                   "> 1.05 or ESS < 100 on either, or others; the cells' info has the messages).",
+                   "> 1.05 or ESS < 100 on either, or others; the cells' info has the messages); the chains' seconds summed "
+                   "over chains (init included), mean over cells: cumulative over an interrupted and resumed fit, whose "
+                   "cell wall time in the compute lines counts only the run that finished it.",
                    ["| dataset | variant | cells | R-hat mean | ESS mean | R-hat log-lik | ESS log-lik | "
-                    "cells with warnings | sweeps / s per chain (incl. init) |",
-                    "|---|---|---:|---:|---:|---:|---:|---:|---:|", *lines])
+                    "cells with warnings | sweeps / s per chain (incl. init) | chain CPU min per cell |",
+                    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|", *lines])
 
 
 def _missing(rows, preset) -> list[str]:
