@@ -1192,10 +1192,11 @@ def _diagnostics(rows) -> list[str]:
         a = agg.setdefault((r.dataset, VARIANT.get(r.method, r.method)), {"warned": [], "speed": [], "chain_s": []})
         for key, value in _diagnostic_values(diag).items():
             a.setdefault(key, []).append(value)
-        speed = (diag or {}).get("sweeps_per_second") if isinstance(diag, Mapping) else None
+        diag = diag if isinstance(diag, Mapping) else {}
+        speed = diag.get("sweeps_per_second")
         if isinstance(speed, (int, float)):
             a["speed"].append(float(speed))
-        chain_s = (diag or {}).get("chain_seconds") if isinstance(diag, Mapping) else None
+        chain_s = diag.get("chain_seconds")
         if chain_s is not None and np.size(chain_s):
             a["chain_s"].append(float(np.sum(chain_s)))
         a["warned"].append(bool((r.info or {}).get("warnings")))
