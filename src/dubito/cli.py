@@ -1,5 +1,5 @@
 """Command line: ``dubito run`` (the main job), ``bench`` / ``report`` (experiments),
-``datasets``, ``methods``, ``experiments``."""
+``datasets``, ``methods``, ``experiments``, ``store export`` / ``store import``."""
 
 from __future__ import annotations
 
@@ -132,6 +132,48 @@ def methods():
 
     for m in METHODS.values():
         console.print(f"[bold]{m.name}[/bold]: {m.description} ({m.paper})")
+
+
+store_app = typer.Typer(no_args_is_help=True, help="Move a results store's finished cells to and from JSON Lines text.")
+app.add_typer(store_app, name="store")
+
+
+@store_app.command("export")
+def store_export(
+    experiment: str = typer.Argument(..., help="experiment name (see `dubito experiments`)"),
+    out: Path = typer.Argument(..., help="JSON Lines file to write (atomically)"),
+    store: Path = typer.Option(Path("dubito-results.sqlite"), help="SQLite results store to read"),
+    preset: str = typer.Option(None, help="only this preset's cells (default: all)"),
+):
+    """Write an experiment's finished cells as JSON Lines: a text copy to commit beside a report."""
+    from dubito.experiments.store import ResultsStore
+    from dubito.experiments.store_transfer import export_cells
+
+    try:
+        with ResultsStore(store, create=False) as s:
+            n = export_cells(s, out, experiment, preset)
+    except (ValueError, FileNotFoundError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2)
+    console.print(f"exported {n} cells to {out}")
+
+
+@store_app.command("import")
+def store_import(
+    cells: Path = typer.Argument(..., help="JSON Lines file written by `dubito store export`"),
+    store: Path = typer.Option(Path("dubito-results.sqlite"), help="SQLite results store (created if absent)"),
+):
+    """Add the cells of a JSON Lines file that the store lacks; finished cells are never replaced."""
+    from dubito.experiments.store import ResultsStore
+    from dubito.experiments.store_transfer import import_cells
+
+    try:
+        with ResultsStore(store) as s:
+            added, kept = import_cells(s, cells)
+    except (ValueError, FileNotFoundError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2)
+    console.print(f"imported {added} cells into {store} ({kept} already there)")
 
 
 if __name__ == "__main__":

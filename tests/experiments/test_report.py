@@ -19,6 +19,7 @@ from dubito.experiments.base import Cell, CellResult, PaperNumber
 from dubito.experiments.report import flag_exceeds, fmt, summarize, write_report
 from dubito.experiments.report_plots import check_curve_1d, pit_coverage, pit_ecdf
 from dubito.experiments.store import ResultsStore, StoredCell
+from dubito.experiments.store_transfer import import_cells
 from tests.experiments.report_fixture_experiment import UNAVAILABLE_REASON
 
 FIXTURE_MODULE = "tests.experiments.report_fixture_experiment"
@@ -265,7 +266,27 @@ def test_plots_are_valid_pngs_linked_relatively(report):
         data = (path.parent / link).read_bytes()
         assert data[:8] == PNG_MAGIC and len(data) > 2000
     on_disk = {p.name for p in (path.parent / "fixture").iterdir()}
-    assert on_disk == {Path(link).name for link in links}  # the stale PNG was removed, no temp files left
+    # the stale PNG was removed, no temp files left; the cells travel beside the plots
+    assert on_disk == {Path(link).name for link in links} | {"cells-paper.jsonl"}
+
+
+def test_report_rebuilt_from_its_cells_file(report, tmp_path):
+    """The cells file beside the page rebuilds the same page in a fresh store (provenance kept)."""
+    text, path, store_path = report[0], report[1], report[2]
+    cells = path.parent / "fixture" / "cells-paper.jsonl"
+    assert f"dubito store import {cells} --store {store_path}" in text
+    done = [r for r in report[3] if r.status == "done"]
+    fresh = tmp_path / "fresh.sqlite"
+    with ResultsStore(fresh) as store:
+        assert import_cells(store, cells) == (len(done), 0)  # failed cells stay behind
+    again = write_report("fixture", fresh, out_dir=tmp_path / "again", preset="paper").read_text(encoding="utf-8")
+
+    def tables_and_provenance(t):
+        keep = ("|", "- Results", "- Code", "- Cells finished")
+        return [line.split("; 2 failed")[0].rstrip(".") for line in t.splitlines() if line.startswith(keep)]
+
+    assert tables_and_provenance(again) == tables_and_provenance(text)
+    assert len(tables_and_provenance(text)) > 20
 
 
 def test_dirty_and_several_commits_flagged(registered, tmp_path):

@@ -44,6 +44,7 @@ import numpy as np
 import dubito
 from dubito.experiments import get
 from dubito.experiments.base import Experiment, PaperNumber
+from dubito.experiments.store_transfer import export_cells
 from dubito.io import atomic_write_text
 
 __all__ = ["write_report", "Stat", "summarize", "fmt", "flag_exceeds", "DIRTY_SUFFIX"]
@@ -523,6 +524,11 @@ def write_report(experiment: str, store, out_dir="docs/results", preset: str = "
     finished = sorted(str(r.finished_at) for r in rows if r.finished_at)
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
+    # the finished cells as text beside the page: a store is a local file, this is what a commit keeps
+    cells_file = out_dir / experiment / f"cells-{preset}.jsonl"
+    export_cells(store_obj, cells_file, experiment, preset)
+    import_cmd = f"dubito store import {shlex.quote(_display_path(cells_file))} --store {shlex.quote(store_shown)}"
+
     lines = [
         f"# {exp.title}",
         "",
@@ -536,6 +542,10 @@ def write_report(experiment: str, store, out_dir="docs/results", preset: str = "
         bench_cmd,
         report_cmd,
         "```",
+        "",
+        f"The finished cells behind this page, with their provenance, are in `{cells_file.name}` beside its "
+        f"plots; `{import_cmd}` loads them into a store, so the page can be rebuilt, or the grid "
+        "resumed, without re-running them.",
         "",
         f"- Results: {len(rows)} cells over {len(datasets)} dataset(s), total compute {_duration(seconds)} "
         f"(sum of cell wall times){f'; {len(failed)} failed cell(s), listed below' if failed else ''}.",

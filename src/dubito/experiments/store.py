@@ -50,6 +50,17 @@ __all__ = ["ResultsStore", "StoredCell", "git_commit", "package_version"]
 APPLICATION = "dubito-results"
 KEY_COLUMNS = ("experiment", "preset", "dataset", "method", "split", "seed")
 _KEY_WHERE = " AND ".join(f"{c} = ?" for c in KEY_COLUMNS)
+_COLUMNS = (
+    *KEY_COLUMNS, "status", "variants", "artefacts", "info", "settings", "seconds", "version",
+    "git_commit", "error", "runner_id", "host", "device", "finished_at",
+)
+#: insert a row; a 'failed' row is replaced, a 'done' row never (first result wins)
+_UPSERT = (
+    f"INSERT INTO cells ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
+    f"ON CONFLICT ({', '.join(KEY_COLUMNS)}) DO UPDATE SET "
+    + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[len(KEY_COLUMNS):])
+    + " WHERE cells.status != 'done'"
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -417,21 +428,35 @@ class ResultsStore:
             device,
             _now_iso(),
         )
-        columns = (
-            *KEY_COLUMNS, "status", "variants", "artefacts", "info", "settings", "seconds", "version",
-            "git_commit", "error", "runner_id", "host", "device", "finished_at",
-        )
-        updates = ", ".join(f"{c} = excluded.{c}" for c in columns[len(KEY_COLUMNS):])
-        sql = (
-            f"INSERT INTO cells ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
-            f"ON CONFLICT ({', '.join(KEY_COLUMNS)}) DO UPDATE SET {updates} WHERE cells.status != 'done'"
-        )
 
         def tx(conn):
-            conn.execute(sql, values)
+            conn.execute(_UPSERT, values)
             conn.execute(f"DELETE FROM claims WHERE {_KEY_WHERE} AND runner_id = ?", (*cell.key, runner_id))
 
         self._tx(tx)
+
+    def insert_done(self, cells: list[StoredCell]) -> int:
+        """Add finished cells from elsewhere (`dubito.experiments.store_transfer`) with their
+        own provenance (version, commit, runner, host, device, finish time), in ONE
+        transaction; return how many were added. A cell the store holds as 'done' is kept
+        (first result wins); a 'failed' row is replaced."""
+        values = []
+        for c in cells:
+            if c.status != "done":
+                raise ValueError(f"only finished cells can be inserted; {c.key} has status {c.status!r}")
+            values.append((
+                *c.key, c.status, _dumps(c.variants, "variants"), _dumps(c.artefacts, "artefacts"),
+                _dumps(c.info, "info"), _dumps(c.settings, "settings"), float(c.seconds), str(c.version),
+                c.commit, c.error, c.runner_id, c.host, c.device, c.finished_at,
+            ))
+
+        def tx(conn):
+            before = conn.total_changes
+            for v in values:
+                conn.execute(_UPSERT, v)
+            return conn.total_changes - before
+
+        return self._tx(tx)
 
     # ------------------------------------------------------------------ lifetime
     def close(self) -> None:

@@ -1,0 +1,91 @@
+"""A results store's finished cells as JSON Lines text, and back.
+
+A store is a SQLite file on a local disk: a machine that is replaced takes it, and every CPU
+hour in it, along. The JSON Lines file is the durable, diffable form that can be committed
+beside a report: the first line a header (``application``, ``format``, ``schema_version``),
+then one finished cell per line with every column of `StoredCell` (metrics, artefacts,
+settings, and the provenance: version, commit, runner, host, device, finish time), sorted by
+key. `export_cells` writes it atomically; `import_cells` adds the cells a store lacks, keeping
+their provenance, and never replaces a finished cell (first result wins, as in the store).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, fields
+from pathlib import Path
+
+from dubito.experiments.store import APPLICATION, ResultsStore, StoredCell
+from dubito.io import atomic_write_text
+
+__all__ = ["export_cells", "import_cells", "FORMAT"]
+
+FORMAT = "dubito-cells-jsonl"
+_FIELDS = {f.name for f in fields(StoredCell)}
+_REQUIRED = _FIELDS - {"runner_id", "host", "device"}  # the fields without a default
+
+
+def _header() -> dict:
+    return {"application": APPLICATION, "format": FORMAT, "schema_version": ResultsStore.SCHEMA_VERSION}
+
+
+def export_cells(store: ResultsStore, path, experiment: str, preset: str | None = None) -> int:
+    """Write the finished cells of ``experiment`` (optionally one ``preset``) to ``path``
+    atomically; return how many. Raises ValueError when there are none."""
+    rows = store.rows(experiment, preset, status="done")
+    if not rows:
+        which = f"{experiment!r}" + (f" preset {preset!r}" if preset else "")
+        raise ValueError(f"the store {store.path} holds no finished cells of {which}: nothing to export")
+    lines = [json.dumps(_header(), sort_keys=True)]
+    lines += [json.dumps(asdict(r), allow_nan=True) for r in rows]  # key order kept: variants are ordered
+    atomic_write_text(path, "\n".join(lines) + "\n")
+    return len(rows)
+
+
+def _parse(path: Path) -> list[StoredCell]:
+    """Every cell of the file, checked; ValueError naming the file and line on anything wrong."""
+    if not path.is_file():
+        raise FileNotFoundError(f"no cells file at {path}")
+    try:
+        text = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not UTF-8 text, not a {FORMAT} file") from None
+    if not text:
+        raise ValueError(f"{path} is empty, not a {FORMAT} file")
+    try:
+        header = json.loads(text[0])
+    except json.JSONDecodeError:
+        header = None
+    if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("application") != APPLICATION:
+        raise ValueError(f"{path} line 1: not a {FORMAT} file (no header line naming the format)")
+    if header.get("schema_version") != ResultsStore.SCHEMA_VERSION:
+        raise ValueError(
+            f"{path}: cells of results-store schema version {header.get('schema_version')}; this dubito reads "
+            f"version {ResultsStore.SCHEMA_VERSION}"
+        )
+    cells = []
+    for number, line in enumerate(text[1:], start=2):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path} line {number}: not JSON ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise ValueError(f"{path} line {number}: a cell must be a JSON object")
+        missing, unknown = sorted(_REQUIRED - row.keys()), sorted(row.keys() - _FIELDS)
+        if missing or unknown:
+            raise ValueError(f"{path} line {number}: missing fields {missing}, unknown fields {unknown}")
+        if row["status"] != "done":
+            raise ValueError(f"{path} line {number}: status {row['status']!r}; only finished ('done') cells travel")
+        cells.append(StoredCell(**row))
+    return cells
+
+
+def import_cells(store: ResultsStore, path) -> tuple[int, int]:
+    """Add the cells of ``path`` (written by `export_cells`) that ``store`` does not hold as
+    finished; return (added, already there). The whole file is checked before anything is
+    written, and all its cells go in one transaction."""
+    cells = _parse(Path(path))
+    added = store.insert_done(cells)
+    return added, len(cells) - added

@@ -1,0 +1,119 @@
+"""store_transfer: a store's finished cells as JSON Lines and back, provenance kept."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import pytest
+from typer.testing import CliRunner
+
+from dubito.cli import app
+from dubito.experiments.base import Cell, CellResult
+from dubito.experiments.store import ResultsStore
+from dubito.experiments.store_transfer import FORMAT, export_cells, import_cells
+
+A = Cell("exp", "paper", "yacht", "de", 0, 0, {"epochs": 3, "hidden": [8]})
+B = Cell("exp", "paper", "boston", "bp", 1, 0, {"epochs": 5})
+QUICK = Cell("exp", "quick", "yacht", "de", 0, 0, {"epochs": 1})
+FAILED = Cell("exp", "paper", "wine", "de", 0, 0, {})
+RESULT = CellResult(
+    variants={"Z-last": {"rmse": 1.5, "nll": float("nan")}, "A-first": {"rmse": float("inf")}},
+    artefacts={"pit": {"Z-last": [0.1, 0.9]}},
+    info={"diagnostics": {"rhat": 1.2}},
+)
+
+
+def _source(path):
+    store = ResultsStore(path)
+    for cell in (A, B, QUICK):
+        store.write(cell, RESULT, status="done", seconds=2.5, runner_id="r1", device="cpu")
+    store.write(FAILED, None, status="failed", seconds=1.0, runner_id="r1", error="boom")
+    return store
+
+
+def _same(a, b):
+    """Rows equal field by field (NaN compared as NaN) and in the same variant order."""
+    assert json.dumps(asdict(a)) == json.dumps(asdict(b))
+
+
+def test_round_trip_keeps_every_field_and_provenance(tmp_path):
+    src = _source(tmp_path / "a.sqlite")
+    n = export_cells(src, tmp_path / "cells.jsonl", "exp", "paper")
+    assert n == 2  # the failed cell and the other preset stay behind
+    lines = (tmp_path / "cells.jsonl").read_text().splitlines()
+    assert json.loads(lines[0])["format"] == FORMAT and len(lines) == 3
+    dst = ResultsStore(tmp_path / "b.sqlite")
+    assert import_cells(dst, tmp_path / "cells.jsonl") == (2, 0)
+    got, want = dst.rows("exp"), src.rows("exp", "paper")
+    assert len(got) == 2
+    for g, w in zip(got, want):
+        _same(g, w)  # commit, version, host, runner, finish time: the original run's, not the importer's
+    assert list(got[0].variants) == ["Z-last", "A-first"]
+    assert dst.rows("exp", status="failed") == []
+
+
+def test_import_never_replaces_a_finished_cell_but_replaces_a_failed_one(tmp_path):
+    src = _source(tmp_path / "a.sqlite")
+    export_cells(src, tmp_path / "cells.jsonl", "exp", "paper")
+    dst = ResultsStore(tmp_path / "b.sqlite")
+    mine = CellResult(variants={"Z-last": {"rmse": 9.0}})
+    dst.write(A, mine, status="done", seconds=1.0, runner_id="me")
+    dst.write(B, None, status="failed", seconds=1.0, runner_id="me", error="oom")
+    assert import_cells(dst, tmp_path / "cells.jsonl") == (1, 1)
+    rows = {r.dataset: r for r in dst.rows("exp")}
+    assert rows["yacht"].variants == {"Z-last": {"rmse": 9.0}} and rows["yacht"].runner_id == "me"
+    assert rows["boston"].status == "done" and rows["boston"].variants["Z-last"]["rmse"] == 1.5
+    assert import_cells(dst, tmp_path / "cells.jsonl") == (0, 2)  # idempotent
+
+
+def test_export_without_cells_raises_and_leaves_the_file(tmp_path):
+    src = _source(tmp_path / "a.sqlite")
+    out = tmp_path / "cells.jsonl"
+    out.write_text("old")
+    with pytest.raises(ValueError, match="no finished cells of 'other'"):
+        export_cells(src, out, "other")
+    assert out.read_text() == "old"
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "is empty"),
+        ('{"rows": 1}\n', "line 1: not a dubito-cells-jsonl file"),
+        ('{"application": "dubito-results", "format": "dubito-cells-jsonl", "schema_version": 99}\n', "schema version 99"),
+        ("HEADER\n{not json\n", "line 2: not JSON"),
+        ("HEADER\n[1, 2]\n", "line 2: a cell must be a JSON object"),
+        ('HEADER\n{"experiment": "exp"}\n', "line 2: missing fields"),
+        ("HEADER\nGOOD\nFAILED\n", "line 3: status 'failed'"),
+    ],
+)
+def test_bad_files_are_refused_whole_with_the_line(tmp_path, text, message):
+    src = _source(tmp_path / "a.sqlite")
+    export_cells(src, tmp_path / "good.jsonl", "exp", "paper")
+    header, good = (tmp_path / "good.jsonl").read_text().splitlines()[:2]
+    failed = json.dumps({**json.loads(good), "status": "failed"})
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(text.replace("HEADER", header).replace("GOOD", good).replace("FAILED", failed))
+    dst = ResultsStore(tmp_path / "b.sqlite")
+    with pytest.raises(ValueError, match=message):
+        import_cells(dst, bad)
+    assert dst.rows("exp", status=None) == []  # nothing half-imported
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no cells file"):
+        import_cells(ResultsStore(tmp_path / "b.sqlite"), tmp_path / "none.jsonl")
+
+
+def test_cli_export_import(tmp_path):
+    _source(tmp_path / "a.sqlite").close()
+    runner = CliRunner()
+    out = tmp_path / "cells.jsonl"
+    res = runner.invoke(app, ["store", "export", "exp", str(out), "--store", str(tmp_path / "a.sqlite")])
+    assert res.exit_code == 0 and "exported 3 cells" in res.output
+    res = runner.invoke(app, ["store", "import", str(out), "--store", str(tmp_path / "b.sqlite")])
+    assert res.exit_code == 0 and "imported 3 cells" in res.output and "0 already there" in res.output
+    res = runner.invoke(app, ["store", "import", str(tmp_path / "a.sqlite"), "--store", str(tmp_path / "c.sqlite")])
+    assert res.exit_code == 2 and "not UTF-8 text" in " ".join(res.output.split())  # rich wraps lines
+    res = runner.invoke(app, ["store", "export", "exp", str(out), "--store", str(tmp_path / "none.sqlite")])
+    assert res.exit_code == 2 and "no results store" in " ".join(res.output.split())
