@@ -85,6 +85,7 @@ def test_export_without_cells_raises_and_leaves_the_file(tmp_path):
         ("HEADER\n[1, 2]\n", "line 2: a cell must be a JSON object"),
         ('HEADER\n{"experiment": "exp"}\n', "line 2: missing fields"),
         ("HEADER\nGOOD\nFAILED\n", "line 3: status 'failed'"),
+        ("HEADER\nGOOD\nWRONG\n", r"line 3: wrong value types for split \(str\), variants \(list\), seconds \(bool\)"),
     ],
 )
 def test_bad_files_are_refused_whole_with_the_line(tmp_path, text, message):
@@ -92,8 +93,9 @@ def test_bad_files_are_refused_whole_with_the_line(tmp_path, text, message):
     export_cells(src, tmp_path / "good.jsonl", "exp", "paper")
     header, good = (tmp_path / "good.jsonl").read_text().splitlines()[:2]
     failed = json.dumps({**json.loads(good), "status": "failed"})
+    wrong = json.dumps({**json.loads(good), "split": "0", "seconds": True, "variants": []})
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(text.replace("HEADER", header).replace("GOOD", good).replace("FAILED", failed))
+    bad.write_text(text.replace("HEADER", header).replace("GOOD", good).replace("FAILED", failed).replace("WRONG", wrong))
     dst = ResultsStore(tmp_path / "b.sqlite")
     with pytest.raises(ValueError, match=message):
         import_cells(dst, bad)

@@ -23,6 +23,23 @@ __all__ = ["export_cells", "import_cells", "FORMAT"]
 FORMAT = "dubito-cells-jsonl"
 _FIELDS = {f.name for f in fields(StoredCell)}
 _REQUIRED = _FIELDS - {"runner_id", "host", "device"}  # the fields without a default
+_STR, _OPT_STR = (str,), (str, type(None))
+#: the JSON type each field must have (bool is refused where a number is expected)
+_TYPES = {
+    "experiment": _STR, "preset": _STR, "dataset": _STR, "method": _STR, "split": (int,), "seed": (int,),
+    "status": _STR, "variants": (dict,), "artefacts": (dict,), "info": (dict,), "settings": (dict,),
+    "seconds": (int, float), "version": _STR, "commit": _OPT_STR, "error": _OPT_STR, "finished_at": _STR,
+    "runner_id": _STR, "host": _STR, "device": _OPT_STR,
+}
+assert _TYPES.keys() == _FIELDS, "keep _TYPES in step with StoredCell"
+
+
+def _wrong_types(row: dict) -> list[str]:
+    """The fields of ``row`` whose value has the wrong JSON type, as 'name (got type)'."""
+    return [
+        f"{name} ({type(value).__name__})" for name, value in row.items()
+        if isinstance(value, bool) or not isinstance(value, _TYPES[name])
+    ]
 
 
 def _header() -> dict:
@@ -76,6 +93,9 @@ def _parse(path: Path) -> list[StoredCell]:
         missing, unknown = sorted(_REQUIRED - row.keys()), sorted(row.keys() - _FIELDS)
         if missing or unknown:
             raise ValueError(f"{path} line {number}: missing fields {missing}, unknown fields {unknown}")
+        wrong = _wrong_types(row)
+        if wrong:
+            raise ValueError(f"{path} line {number}: wrong value types for {', '.join(wrong)}")
         if row["status"] != "done":
             raise ValueError(f"{path} line {number}: status {row['status']!r}; only finished ('done') cells travel")
         cells.append(StoredCell(**row))
