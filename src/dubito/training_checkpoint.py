@@ -32,7 +32,9 @@ from dubito import io
 
 __all__ = [
     "CHECKPOINT_VERSION",
+    "check_resume",
     "check_settings",
+    "estimator_settings",
     "data_digest",
     "fingerprint",
     "load_training",
@@ -83,6 +85,28 @@ def check_settings(path, meta: dict, settings: dict, what: str, version: str = C
             f"{path} is a checkpoint of a different model, data or settings and cannot be resumed: "
             f"{settings_difference(saved, current)}. Fit with resume=False (or another checkpoint_dir) "
             "to start afresh")
+
+
+def check_resume(estimator, resume: bool) -> None:
+    """Refuse ``fit(..., resume=True)`` without a ``checkpoint_dir`` or an int ``random_state``
+    (the checkpoint holds the random streams of one seed)."""
+    if not resume:
+        return
+    if estimator.checkpoint_dir is None:
+        raise ValueError("resume=True needs checkpoint_dir (the folder the interrupted fit wrote)")
+    seed = estimator.random_state
+    if not (isinstance(seed, (int, np.integer)) and not isinstance(seed, bool)):
+        raise ValueError("resume=True needs an integer random_state (the checkpoint is tied to the seed)")
+
+
+def estimator_settings(estimator, X, y) -> dict:
+    """What must match to resume a fit of ``estimator`` on (X, y): its constructor settings as
+    JSON, without the progress bar and the checkpoint's own, plus ``data`` (`data_digest`)."""
+    settings = io.json_params(estimator)
+    for key in ("progress", "checkpoint_dir", "checkpoint_every"):
+        settings.pop(key, None)
+    settings["data"] = data_digest(X, y)
+    return settings
 
 
 def save_training(path, kind: str, settings: dict, *, epoch: int, modules: dict, optimizer, scheduler=None,

@@ -38,6 +38,7 @@ decayed, as prior (3) says.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -65,11 +66,13 @@ from dubito.nn.batched import (
 )
 from dubito.predictive.mixture import GaussianMixture
 from dubito.regression._gamma import augment_bias, feature_sums
+from dubito.training_checkpoint import check_resume, estimator_settings, load_training, save_training
 
 __all__ = [
     "DeepEnsembleRegressor",
     "MemberComponents",
     "LR_DROPS",
+    "MemberCheckpoint",
     "lr_factor",
     "member_generators",
     "train_members",
@@ -89,6 +92,9 @@ DROP_EPOCHS = 5
 #: Minimum number of training rows: the target is standardised by its standard deviation,
 #: which needs at least 2 rows (and 2 distinct values). Fewer is refused at ``fit``.
 MIN_SAMPLES = 2
+
+#: The class name recorded in a training checkpoint (`dubito.training_checkpoint`).
+_CHECKPOINT_KIND = "DeepEnsembleTrainingCheckpoint"
 
 # Rows per forward chunk at prediction / gamma time: keeps (L, rows, width) float64
 # activations under ~128 MB.
@@ -133,6 +139,17 @@ def member_generators(random_state, n_members: int) -> list[torch.Generator]:
     ]
 
 
+class MemberCheckpoint(NamedTuple):
+    """Where and when `train_members` saves its state (`dubito.training_checkpoint`): the
+    ``.safetensors`` ``path``, the ``settings`` a resumed run must match, every ``every``
+    epochs (and after the last), and whether to ``resume`` from ``path`` when it exists."""
+
+    path: Path
+    settings: dict
+    every: int
+    resume: bool = False
+
+
 def train_members(
     net: BatchedGaussianMLP,
     X: torch.Tensor,
@@ -146,6 +163,7 @@ def train_members(
     lr_drop: str,
     progress: bool = False,
     description: str = "deep ensemble",
+    checkpoint: MemberCheckpoint | None = None,
 ) -> np.ndarray:
     """Train all members of ``net`` together; returns the epoch-mean NLL per member, (epochs, L).
 
@@ -153,11 +171,19 @@ def train_members(
     walks through it in mini-batches of ``batch_size`` (the last one may be smaller). The
     step minimises sum_l mean_{i in batch_l} l_i(theta_l) with one
     ``torch.optim.Adam(weight_decay=weight_decay)`` (coupled L2) over all stacked parameters.
+    With a ``checkpoint`` the weights, Adam's state, the members' generators and the curve are
+    saved atomically every ``checkpoint.every`` epochs and after the last; ``checkpoint.resume``
+    restores them first, so the run ends where an uninterrupted one would.
     """
     n = X.shape[0]
     L = net.n_members
     opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
     curve = np.zeros((epochs, L))
+    parts = dict(modules={"net": net}, optimizer=opt, generators={f"member{l}": g for l, g in enumerate(generators)})
+    start = 0
+    if checkpoint is not None and checkpoint.resume and checkpoint.path.is_file():
+        start, record = load_training(checkpoint.path, _CHECKPOINT_KIND, checkpoint.settings, **parts)
+        curve[:start] = np.asarray(record["curve"], dtype=np.float64).reshape(start, L)
     net.train()
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -170,8 +196,8 @@ def train_members(
         TimeRemainingColumn(),
     )
     with Progress(*columns, console=Console(stderr=True), disable=not progress) as bar:
-        task = bar.add_task(f"{description} (L={L})", total=epochs)
-        for epoch in range(epochs):
+        task = bar.add_task(f"{description} (L={L})", total=epochs, completed=start)
+        for epoch in range(start, epochs):
             for group in opt.param_groups:
                 group["lr"] = lr * lr_factor(epoch, epochs, lr_drop)
             perms = member_permutations(n, generators, device=X.device)
@@ -186,6 +212,9 @@ def train_members(
                 total += per_member.detach().double() * idx.shape[1]
             curve[epoch] = (total / n).cpu().numpy()
             bar.update(task, advance=1, description=f"{description} (L={L}) nll {curve[epoch].mean():.3f}")
+            if checkpoint is not None and ((epoch + 1) % checkpoint.every == 0 or epoch + 1 == epochs):
+                save_training(checkpoint.path, _CHECKPOINT_KIND, checkpoint.settings, epoch=epoch + 1,
+                              record={"curve": curve[: epoch + 1].tolist()}, **parts)
     net.eval()
     return curve
 
@@ -255,6 +284,12 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
         equal a k-member ensemble.
     progress : bool, default True
         Show a progress bar over epochs (rich, on stderr).
+    checkpoint_dir : str or Path or None, default None
+        Folder of the training checkpoint (``deep_ensemble.safetensors``: the members' weights,
+        Adam's state, their random streams and the loss curve), written atomically every
+        ``checkpoint_every`` epochs (default 10, as `HyperVIRegressor`) and after the last;
+        ``fit(X, y, resume=True)`` continues from it to the same numbers as an uninterrupted
+        fit (`dubito.training_checkpoint`).
 
     Fitted attributes
     -----------------
@@ -285,6 +320,8 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
         device="cpu",
         random_state=None,
         progress=True,
+        checkpoint_dir=None,
+        checkpoint_every=10,
     ):
         self.n_members = n_members
         self.hidden = hidden
@@ -300,6 +337,8 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
         self.device = device
         self.random_state = random_state
         self.progress = progress
+        self.checkpoint_dir = checkpoint_dir
+        self.checkpoint_every = checkpoint_every
 
     # ------------------------------------------------------------------ settings
     def _settings(self) -> dict:
@@ -320,16 +359,21 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
             lr_drop=check_choice(self.lr_drop, "lr_drop", LR_DROPS),
             correction=check_choice(self.correction, "correction", ("bayes", "none")),
             device=_check_device(self.device),
+            checkpoint_every=check_int(self.checkpoint_every, "checkpoint_every", min_value=1),
         )
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, y):
+    def fit(self, X, y, *, resume: bool = False):
         """Train the ensemble on (X, y) and compute gamma_l (eq. 36). Returns self.
 
         X: (n, p) numeric array-like or tensor; y: (n,) numeric, not constant;
-        n >= 2 (`MIN_SAMPLES`). No NaN/inf.
+        n >= 2 (`MIN_SAMPLES`). No NaN/inf. ``resume=True`` continues from the checkpoint in
+        ``checkpoint_dir`` (none there: a fresh start) to the same numbers as an uninterrupted
+        fit; it needs an int ``random_state``, and a checkpoint written with other settings or
+        data is refused with a ValueError that lists what differs.
         """
         s = self._settings()
+        check_resume(self, resume)
         X, y = validate_fit_data(self, X, y, min_samples=MIN_SAMPLES)
         n, p = X.shape
         L = s["n_members"]
@@ -353,7 +397,7 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
         curve = train_members(
             net, X32, y32, generators=gens, lr=s["lr"], weight_decay=opt_decay,
             batch_size=min(s["batch_size"], n), epochs=s["epochs"], lr_drop=s["lr_drop"],
-            progress=bool(self.progress),
+            progress=bool(self.progress), checkpoint=self._checkpoint(X, y, s["checkpoint_every"], resume),
         )
         del X32, y32
 
@@ -368,6 +412,14 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
         self.loss_curve_ = curve
         self.gammas_ = self._compute_gammas(Xs)
         return self
+
+    def _checkpoint(self, X, y, every: int, resume: bool) -> MemberCheckpoint | None:
+        """The training checkpoint (None without ``checkpoint_dir``); resuming needs every
+        constructor setting but the progress bar and the checkpoint's own, and the data, to match."""
+        if self.checkpoint_dir is None:
+            return None
+        return MemberCheckpoint(Path(self.checkpoint_dir) / "deep_ensemble.safetensors",
+                                estimator_settings(self, X, y), every, resume)
 
     @torch.no_grad()
     def _compute_gammas(self, Xs: np.ndarray) -> np.ndarray:

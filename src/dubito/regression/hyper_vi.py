@@ -96,7 +96,7 @@ from dubito.regression.variational_family import (
     MeanField,
     normal_log_prob,
 )
-from dubito.training_checkpoint import data_digest, load_training, save_training
+from dubito.training_checkpoint import check_resume, estimator_settings, load_training, save_training
 
 __all__ = ["FAMILIES", "SPACES", "HyperVIRegressor"]
 
@@ -322,10 +322,7 @@ class HyperVIRegressor(RegressorMixin, BaseEstimator):
         checkpoint in ``checkpoint_dir`` (none there: a fresh start) to the same numbers as an
         uninterrupted fit; it needs an int ``random_state``, and a checkpoint written with other
         settings or data is refused with a ValueError that lists what differs."""
-        if resume and self.checkpoint_dir is None:
-            raise ValueError("resume=True needs checkpoint_dir (the folder the interrupted fit wrote)")
-        if resume and not (isinstance(self.random_state, (int, np.integer)) and not isinstance(self.random_state, bool)):
-            raise ValueError("resume=True needs an integer random_state (the checkpoint is tied to the seed)")
+        check_resume(self, resume)
         state = self._prepare(X, y)
         s, opt, sched = state["settings"], state["optimizer"], state["scheduler"]
         ckpt = self._checkpoint(state, X, y)
@@ -420,11 +417,8 @@ class HyperVIRegressor(RegressorMixin, BaseEstimator):
                  "scheduler": state["scheduler"], "generators": {"order": state["order"], "noise": state["noise"]}}
         if self.checkpoint_dir is None:
             return {"path": None, "settings": None, "parts": parts}
-        settings = io.json_params(self)
-        for key in ("progress", "checkpoint_dir", "checkpoint_every"):
-            settings.pop(key)
+        settings = estimator_settings(self, X, y)
         settings["ood_box"] = None if self.ood_box is None else [self.ood_box_.low.tolist(), self.ood_box_.high.tolist()]
-        settings["data"] = data_digest(X, y)
         return {"path": Path(self.checkpoint_dir) / "hyper_vi.safetensors", "settings": settings, "parts": parts}
 
     @staticmethod
