@@ -864,8 +864,11 @@ preset therefore keeps 1,000-step inits and 1,500 sweeps and cuts repeats and sp
 chains' R-hat stays above the 1.05 threshold at these lengths: the diagnostics table says by how
 much.
 
-Why B-DeepNoise's W1 does not fall with N here (interim: het-1000/2000/4000 give 73.5 / 67.9 / 69.8,
-the paper 72 / 38 / 26): the init budget. `benchmarks/deepnoise_init.py --dataset het-4000` (commit
+Why B-DeepNoise's W1 does not fall with N here: the init budget. (The first run of this preset, at
+commits 74ffb5c-c54fab7, whose store was lost with its machine before cells files existed, gave
+B-DeepNoise W1 het 73.5 / 67.9 / 69.8, skew 105.9 / 101.0 / 103.1, multi 77.2 / 70.3 / 66.3 at
+N = 1000 / 2000 / 4000, against the paper's 72 / 38 / 26, 84 / 53 / 39, 98 / 60 / 47; while this
+store lacks B-DeepNoise's Table 1 cells, those are the numbers to read.) `benchmarks/deepnoise_init.py --dataset het-4000` (commit
 336d701, one thread, load 3-4) trains the init alone (chain 0's 3,200 rows, batch 1000, 100 noise
 draws) and scores it: W1 147 / 131 / 80.6 / 39.8 / 23.8 / 21.9 after 250 / 500 / 1,000 / 2,000 /
 4,000 / 6,000 Adam steps (0.7-0.8 s per step). The preset's 1,000 steps leave the init at 80.6,
@@ -886,7 +889,7 @@ _REDUCED = (
     "B-DeepNoise (paper code) on yacht and boston only; BNN (NUTS, 1 x 50, 2 x (200 + 200), tree depth <= 6) on "
     "N = 1000 and yacht/boston/energy only; DMC on the small UCI sets only (not in Table 1); VI at most 10,000 "
     "Adam steps; DeepNoise-SGD left out. About 20 CPU hours (B-DeepNoise cells measured 37-45 min at N = 1000 "
-    "and 63 min at N = 2000 on one thread of the shared machine; protein about 1.5 h)"
+    "and 63 min at N = 2000 on one thread of the shared machine; kin8nm, power and naval 32-38 min, protein 1.9 h)"
 )
 
 EXPERIMENT = DeepNoiseExperiment(
