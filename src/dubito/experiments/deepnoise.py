@@ -867,8 +867,8 @@ much.
 Why B-DeepNoise's W1 does not fall with N here: the init budget. (The first run of this preset, at
 commits 74ffb5c-c54fab7, whose store was lost with its machine before cells files existed, gave
 B-DeepNoise W1 het 73.5 / 67.9 / 69.8, skew 105.9 / 101.0 / 103.1, multi 77.2 / 70.3 / 66.3 at
-N = 1000 / 2000 / 4000, against the paper's 72 / 38 / 26, 84 / 53 / 39, 98 / 60 / 47; while this
-store lacks B-DeepNoise's Table 1 cells, those are the numbers to read.) `benchmarks/deepnoise_init.py --dataset het-4000` (commit
+N = 1000 / 2000 / 4000, against the paper's 72 / 38 / 26, 84 / 53 / 39, 98 / 60 / 47; where this
+store lacks a B-DeepNoise Table 1 cell, those are the numbers to read.) `benchmarks/deepnoise_init.py --dataset het-4000` (commit
 336d701, one thread, load 3-4) trains the init alone (chain 0's 3,200 rows, batch 1000, 100 noise
 draws) and scores it: W1 147 / 131 / 80.6 / 39.8 / 23.8 / 21.9 after 250 / 500 / 1,000 / 2,000 /
 4,000 / 6,000 Adam steps (0.7-0.8 s per step). The preset's 1,000 steps leave the init at 80.6,
