@@ -1,17 +1,18 @@
-"""B-DeepNoise's Table 1 cell with a longer SGD initialisation: does the full sampler, started from
-an init of more Adam steps, close the gap to the paper's W1?
+"""B-DeepNoise's Table 1 cell run whole with a longer SGD initialisation.
 
     OMP_NUM_THREADS=1 DUBITO_DATA=... .venv/bin/python benchmarks/deepnoise_long_init.py \
-        [--dataset het-4000] [--steps 4000] [--jobs 2]
+        [--dataset het-4000] [--steps 4000] [--jobs 2] [--preset paper]
+
+Does the full sampler, started from an init of more Adam steps, close the gap to the paper's W1?
 
 Why: `benchmarks/deepnoise_init.py` shows the init alone falling from W1 80.6 at 1,000 Adam steps
 (the `paper` preset's budget) to 23.8 at 4,000 on het-4000 (paper: B-DeepNoise 26). This script
 checks that the conclusion holds for the whole estimator, not only its starting point.
 
-What it runs: the `paper` preset's B-DeepNoise cell for the dataset (repeat 0; 2 chains x 1,500
+What it runs: the preset's (default `paper`) B-DeepNoise cell for the dataset (repeat 0; 2 chains x 1,500
 full sweeps, 250 kept states, 40 noise realisations per state) through the experiment's own
 `run_cell`, with only ``sgd_steps`` changed (and ``n_jobs``, which changes no number). The cell's
-preset name becomes ``paper-init<steps>``, so its checkpoints (every 100 sweeps, under
+preset name becomes ``<preset>-init<steps>``, so its checkpoints (every 100 sweeps, under
 ``$DUBITO_CACHE``) never mix with the preset's: run it again after an interruption and the chains
 resume. It prints the W1 x 1000, the test metrics, the worst split R-hat of the monitored
 predictive means, the wall seconds per chain and the CPU seconds of the run (this process and its
@@ -45,6 +46,7 @@ def main(argv=None) -> None:
     ap.add_argument("--dataset", default="het-4000", help="a synthetic set of the deepnoise experiment")
     ap.add_argument("--steps", type=int, default=4000, help="Adam steps of each chain's SGD init (preset: 1000)")
     ap.add_argument("--jobs", type=int, default=2, help="chains run in this many processes")
+    ap.add_argument("--preset", default="paper", help="the deepnoise preset whose cell is run")
     args = ap.parse_args(argv)
     torch = torch_one_thread()
 
@@ -52,14 +54,15 @@ def main(argv=None) -> None:
 
     if args.dataset.split("-")[0] not in ("het", "skew", "multi"):
         raise SystemExit(f"{args.dataset!r} is not a synthetic set of the deepnoise experiment (het/skew/multi-N)")
-    cells = [c for c in EXPERIMENT.cells("paper", datasets=[args.dataset], methods=["deepnoise"]) if c.split == 0]
+    cells = [c for c in EXPERIMENT.cells(args.preset, datasets=[args.dataset], methods=["deepnoise"]) if c.split == 0]
     if not cells:
-        raise SystemExit(f"{args.dataset!r} is not in the deepnoise paper preset")
+        raise SystemExit(f"{args.dataset!r} is not in the deepnoise {args.preset} preset")
     base = cells[0]
-    cell = replace(base, preset=f"paper-init{args.steps}",
+    cell = replace(base, preset=f"{args.preset}-init{args.steps}",
                    settings={**base.settings, "sgd_steps": args.steps, "n_jobs": args.jobs})
     print(header(torch))
-    print(f"{cell}: sgd_steps {args.steps} (preset {base.settings.get('sgd_steps')}), {args.jobs} chain processes",
+    preset_init = base.settings.get("sgd_steps") or f"{base.settings.get('sgd_epochs')} epochs"
+    print(f"{cell}: sgd_steps {args.steps} (preset {preset_init}), {args.jobs} chain processes",
           flush=True)
     t0, c0 = time.perf_counter(), _cpu_seconds()
     result = run_cell(cell)
