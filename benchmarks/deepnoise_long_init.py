@@ -44,7 +44,7 @@ def _cpu_seconds() -> float:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", default="het-4000", help="a synthetic set of the deepnoise experiment")
-    ap.add_argument("--steps", type=int, default=4000, help="Adam steps of each chain's SGD init (preset: 1000)")
+    ap.add_argument("--steps", type=int, default=4000, help="Adam steps of each chain's SGD init (the paper preset: 1000)")
     ap.add_argument("--jobs", type=int, default=2, help="chains run in this many processes")
     ap.add_argument("--preset", default="paper", help="the deepnoise preset whose cell is run")
     args = ap.parse_args(argv)
