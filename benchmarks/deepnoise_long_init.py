@@ -50,9 +50,13 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     torch = torch_one_thread()
 
-    from dubito.experiments.deepnoise import EXPERIMENT, run_cell
+    from dubito.experiments.deepnoise import EXPERIMENT, parse_dataset, run_cell
 
-    if args.dataset.split("-")[0] not in ("het", "skew", "multi"):
+    try:
+        synthetic = parse_dataset(args.dataset).kind == "synthetic"
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
+    if not synthetic:
         raise SystemExit(f"{args.dataset!r} is not a synthetic set of the deepnoise experiment (het/skew/multi-N)")
     cells = [c for c in EXPERIMENT.cells(args.preset, datasets=[args.dataset], methods=["deepnoise"]) if c.split == 0]
     if not cells:
