@@ -65,7 +65,7 @@ EXPERIMENT = Experiment(
     n_splits=lambda dataset: 1,
 )
 
-UCI_SETTINGS = dict(hidden=(50,), batch_size=100, lr=0.01, weight_decay=1e-8, lr_drop="none")
+UCI_SETTINGS = dict(hidden=(50,), batch_size=100, lr=0.01, weight_decay=1e-8, lr_drop="none", validation_fraction=0.0)
 
 
 def _quiet_console(terminal=False):

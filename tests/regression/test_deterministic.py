@@ -19,7 +19,7 @@ from dubito.regression import (
     NaiveRegressor,
 )
 
-FAST = dict(hidden=(16, 8), lr=1e-2, epochs=10, batch_size=32, progress=False, random_state=0)
+FAST = dict(hidden=(16, 8), lr=1e-2, epochs=10, batch_size=32, progress=False, random_state=0, validation_fraction=0.0)
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +82,7 @@ def test_sgd_optimizer_equals_hand_written_momentum_sgd(data, momentum):
 
     X, y, _ = data
     settings = dict(hidden=(6,), lr=0.05, epochs=3, batch_size=len(y), progress=False, random_state=4,
-                    optimizer="sgd", momentum=momentum)
+                    optimizer="sgd", momentum=momentum, validation_fraction=0.0)
     est = DeterministicRegressor(**settings).fit(X, y)
     net = est._build_net(est._settings(), X.shape[1], generator=torch.Generator().manual_seed(seeds_from(4, 4)[0]))
     xs = torch.as_tensor((X - est.x_mean_) / est.x_scale_, dtype=torch.float32)
@@ -183,9 +183,9 @@ def test_crps_works_on_every_predictive(data):
 # ---------------------------------------------------------------- shared validation
 ESTIMATORS = [
     lambda: NaiveRegressor(),
-    lambda: DeterministicRegressor(hidden=(4,), epochs=1, progress=False, random_state=0),
-    lambda: MCDropoutRegressor(hidden=(4,), epochs=1, n_samples=3, progress=False, random_state=0),
-    lambda: MixtureDensityRegressor(hidden=(4,), n_components=2, epochs=1, progress=False, random_state=0),
+    lambda: DeterministicRegressor(hidden=(4,), epochs=1, batch_size=8, progress=False, random_state=0),
+    lambda: MCDropoutRegressor(hidden=(4,), epochs=1, batch_size=8, n_samples=3, progress=False, random_state=0),
+    lambda: MixtureDensityRegressor(hidden=(4,), n_components=2, epochs=1, batch_size=8, progress=False, random_state=0),
 ]
 NAMES = ["naive", "deterministic", "mc-dropout", "mdn"]
 
@@ -265,7 +265,7 @@ def test_cuda_without_cuda(Xy):
 
 
 # ---------------------------------------------------------------- scikit-learn's checks
-SK_DET = DeterministicRegressor(hidden=(16,), lr=1e-2, epochs=20, progress=False, random_state=0)
+SK_DET = DeterministicRegressor(hidden=(16,), lr=1e-2, epochs=20, batch_size=8, progress=False, random_state=0)
 
 
 @parametrize_with_checks([SK_DET, NaiveRegressor()], expected_failed_checks=lambda est: {})

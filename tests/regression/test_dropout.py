@@ -16,7 +16,7 @@ from dubito.regression import MCDropoutRegressor
 from dubito.regression.deterministic import residual_variance
 
 FAST = dict(dropout=0.1, n_samples=40, hidden=(32, 16), lr=3e-3, epochs=8, batch_size=32, progress=False,
-            random_state=0)
+            random_state=0, validation_fraction=0.0)
 
 
 @pytest.fixture(scope="module")
@@ -228,7 +228,8 @@ def test_cuda_matches_cpu_closely(data):
 
 
 # Fast but still a real learner (check_regressors_train asks for R^2 > 0.5).
-SK = MCDropoutRegressor(dropout=0.05, n_samples=10, hidden=(16,), lr=1e-2, epochs=20, progress=False, random_state=0)
+SK = MCDropoutRegressor(dropout=0.05, n_samples=10, hidden=(16,), lr=1e-2, epochs=20, batch_size=8, progress=False,
+                        random_state=0)
 
 
 @parametrize_with_checks([SK], expected_failed_checks=lambda est: {})

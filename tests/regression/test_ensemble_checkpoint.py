@@ -9,7 +9,8 @@ from dubito.regression import DeepEnsembleRegressor
 from dubito.regression import ensemble
 
 # 9 epochs so that the halving schedule (last 5 epochs) starts after the interruption point
-KW = dict(n_members=3, hidden=(16, 8), epochs=9, batch_size=32, lr=1e-2, progress=False, random_state=7)
+KW = dict(n_members=3, hidden=(16, 8), epochs=9, batch_size=32, lr=1e-2, lr_drop="halving", progress=False,
+          random_state=7, validation_fraction=0.0)
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,8 @@ def _coverages(est, Xt, yt, etat):
 
 
 def _toy_settings(n, L, lr):
-    return dict(n_members=L, lr=lr, epochs=60, batch_size=64, lr_drop="step", weight_decay=1 / n, progress=False)
+    return dict(n_members=L, lr=lr, epochs=60, batch_size=64, lr_drop="step", weight_decay=1 / n, progress=False,
+                validation_fraction=0.0)
 
 
 def test_toy1_ext_covers_the_function_de_does_not(capsys):

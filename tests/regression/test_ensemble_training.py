@@ -131,7 +131,7 @@ def test_estimator_maps_weight_decay_to_lambda_prior(convention, weight_decay, e
     """P2: per_sample -> lambda_prior = N lambda_tab; sum -> lambda_prior = lambda_tab;
     default lambda_tab = 1/N (the paper's toys). N = 50."""
     X, y, _ = toy1(n=50, seed=2)
-    est = DeepEnsembleRegressor(n_members=2, hidden=(8,), epochs=2, weight_decay=weight_decay,
+    est = DeepEnsembleRegressor(n_members=2, hidden=(8,), epochs=2, weight_decay=weight_decay, validation_fraction=0.0,
                                 lambda_convention=convention, progress=False, random_state=0).fit(X, y)
     assert est.lambda_prior_ == pytest.approx(expected_prior, rel=1e-12)
     assert est.weight_decay_ == pytest.approx(0.02 if weight_decay is None else weight_decay)
@@ -152,7 +152,8 @@ def test_lr_schedules():
 
 def test_last_partial_batch_and_batch_larger_than_data():
     X, y, _ = toy1(n=37, seed=3)
-    a = DeepEnsembleRegressor(n_members=2, hidden=(4,), epochs=2, batch_size=10, progress=False, random_state=0).fit(X, y)
-    b = DeepEnsembleRegressor(n_members=2, hidden=(4,), epochs=2, batch_size=1000, progress=False, random_state=0).fit(X, y)
+    kw = dict(n_members=2, hidden=(4,), epochs=2, progress=False, random_state=0, validation_fraction=0.0)
+    a = DeepEnsembleRegressor(batch_size=10, **kw).fit(X, y)
+    b = DeepEnsembleRegressor(batch_size=1000, **kw).fit(X, y)  # without a held-out share: clipped to the rows
     assert np.all(np.isfinite(a.loss_curve_)) and np.all(np.isfinite(b.loss_curve_))
     assert math.isfinite(float(a.predict(X[:3]).sum()))

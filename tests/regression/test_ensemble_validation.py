@@ -7,7 +7,7 @@ import torch
 from dubito._validation import DataTypeError, NotFittedError
 from dubito.regression import DeepEnsembleRegressor
 
-QUICK = dict(n_members=2, hidden=(4,), epochs=1, progress=False, random_state=0)
+QUICK = dict(n_members=2, hidden=(4,), epochs=1, batch_size=8, progress=False, random_state=0)
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,8 @@ from dubito.predictive.mixture import GaussianMixture
 from dubito.regression import MixtureDensityRegressor
 from dubito.regression.mdn import MDNMixture
 
-FAST = dict(n_components=5, hidden=(16,), lr=1e-2, epochs=5, batch_size=32, progress=False, random_state=0)
+FAST = dict(n_components=5, hidden=(16,), lr=1e-2, epochs=5, batch_size=32, progress=False, random_state=0,
+            validation_fraction=0.0)
 
 
 def _hetero(n, seed):
@@ -47,7 +48,7 @@ def test_recovers_heteroscedastic_truth_and_pit_is_uniform():
     (seed 4) and KS p > 0.01 for 5 of 6 (seed 4: D = 0.056, p = 0.004)."""
     X, y = _hetero(2000, 0)
     est = MixtureDensityRegressor(n_components=10, hidden=(32, 32), lr=3e-3, epochs=80, batch_size=64,
-                                  progress=False, random_state=0).fit(X, y)
+                                  validation_fraction=0.0, progress=False, random_state=0).fit(X, y)
     grid = np.linspace(-2.5, 2.5, 21)
     d = est.predict_distribution(grid[:, None])
     true_sd = 0.1 + 0.2 * np.abs(grid)
@@ -201,7 +202,8 @@ def test_one_component_is_a_gaussian(data):
     np.testing.assert_allclose(d.var, d.variances[:, 0], rtol=1e-14)
 
 
-SK = MixtureDensityRegressor(n_components=3, hidden=(16,), lr=1e-2, epochs=20, progress=False, random_state=0)
+SK = MixtureDensityRegressor(n_components=3, hidden=(16,), lr=1e-2, epochs=20, batch_size=8, progress=False,
+                             random_state=0)
 
 
 @parametrize_with_checks([SK], expected_failed_checks=lambda est: {})

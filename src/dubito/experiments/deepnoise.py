@@ -349,8 +349,8 @@ def _fit_ensemble(n_members: int):
         epochs = _epochs(len(d.y_tr), s)
         est = DeepEnsembleRegressor(n_members=n_members, correction="none", **_arch(s), lr=float(s["lr"]),
                                     weight_decay=float(s["weight_decay"]), batch_size=int(s["batch_size"]),
-                                    epochs=epochs, lr_drop="none", device=device, random_state=seed,
-                                    progress=progress).fit(d.X_tr, d.y_tr)
+                                    epochs=epochs, lr_drop="none", validation_fraction=0.0, device=device,
+                                    random_state=seed, progress=progress).fit(d.X_tr, d.y_tr)
         return est, dict(epochs=epochs, final_train_nll=[float(v) for v in est.loss_curve_[-1]])
     return fit
 
@@ -385,8 +385,8 @@ def _fit_dmc(d: _Data, s: dict, device: str, progress: bool, seed: int):
     def make(p, n):
         return MCDropoutRegressor(dropout=p, n_samples=int(s["n_samples"]), noise="residual", **_arch(s),
                                   lr=float(s["lr"]), weight_decay=float(s["weight_decay"]),
-                                  batch_size=int(s["batch_size"]), epochs=_epochs(n, s), device=device,
-                                  random_state=seed, progress=progress)
+                                  batch_size=int(s["batch_size"]), epochs=_epochs(n, s), validation_fraction=0.0,
+                                  device=device, random_state=seed, progress=progress)
 
     scores = {}
     if len(grid) > 1:

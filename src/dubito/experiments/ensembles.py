@@ -225,7 +225,7 @@ def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
         weight_decay=p["weight_decay"], lambda_convention=s.get("lambda_convention", "per_sample"),
         batch_size=p["batch_size"], epochs=epochs, lr_drop=p["lr_drop"],
     )
-    est = DeepEnsembleRegressor(**fit_settings, device=device, random_state=random_state, progress=progress)
+    est = DeepEnsembleRegressor(**fit_settings, validation_fraction=0.0, device=device, random_state=random_state, progress=progress)
     t1 = time.perf_counter()
     est.fit(X_tr, y_tr)
     t2 = time.perf_counter()

@@ -435,7 +435,7 @@ def _run_mc_dropout(d: _Data, s: dict, device: str, progress: bool, random_state
     t0 = time.perf_counter()
     n_samples = int(s.get("n_samples_images", s["n_samples"]) if d.kind == "images" else s["n_samples"])
     est = MCDropoutRegressor(dropout=float(s["dropout"]), n_samples=n_samples, noise="residual", **net,
-                             device=device, random_state=random_state, progress=progress).fit(d.X_tr, d.y_tr)
+                             validation_fraction=0.0, device=device, random_state=random_state, progress=progress).fit(d.X_tr, d.y_tr)
     fit = time.perf_counter() - t0
     masks = est.sample_masks()
     draws = est.predict_draws(d.X_te, masks=masks)
@@ -458,7 +458,7 @@ def _run_network(cls_name: str, variant: str, extra: dict):
         net = _net_kwargs(s, d)
         kw = {k: s[k] for k in extra if k in s}
         t0 = time.perf_counter()
-        est = getattr(reg, cls_name)(**kw, **net, device=device, random_state=random_state,
+        est = getattr(reg, cls_name)(**kw, **net, validation_fraction=0.0, device=device, random_state=random_state,
                                      progress=progress).fit(d.X_tr, d.y_tr)
         fit = time.perf_counter() - t0
         m, art = _evaluate(est.predict_distribution(d.X_te), d, est.predict_distribution(d.X_tr[d.train_sub]))

@@ -334,8 +334,8 @@ def _fit_mc_dropout(d: _Data, s: dict, device: str, progress: bool, random_state
     wd = mc_dropout_weight_decay(sigma_internal, n, batch)
     est = MCDropoutRegressor(dropout=float(s["dropout"]), n_samples=int(s["n_predictors"]), noise=float(d.sigma_l),
                              hidden=(int(s["hidden"]),), activation=s["activation"], lr=float(s["lr"]),
-                             weight_decay=wd, batch_size=batch, epochs=int(s["epochs"]), device=device,
-                             random_state=random_state, progress=progress)
+                             weight_decay=wd, batch_size=batch, epochs=int(s["epochs"]), validation_fraction=0.0,
+                             device=device, random_state=random_state, progress=progress)
     t0 = time.perf_counter()
     est.fit(d.X_tr, d.y_tr)
     seconds = time.perf_counter() - t0
@@ -368,8 +368,8 @@ def _fit_ensemble(d: _Data, s: dict, device: str, progress: bool, random_state: 
     for seed in seeds_from(random_state, int(s["n_members"])):
         members.append(DeterministicRegressor(hidden=(int(s["hidden"]),), activation=s["activation"],
                                               lr=float(s["lr"] if sgd else s["adam_lr"]), batch_size=int(s["batch_size"]),
-                                              epochs=int(s["epochs"]), device=device, random_state=seed,
-                                              progress=progress, **opt).fit(d.X_tr, d.y_tr))
+                                              epochs=int(s["epochs"]), validation_fraction=0.0, device=device,
+                                              random_state=seed, progress=progress, **opt).fit(d.X_tr, d.y_tr))
     seconds = time.perf_counter() - t0
 
     def predictors(n, seed):

@@ -7,14 +7,14 @@ Learning in Autonomous Driving" (Ann. Appl. Stat. 17, 2023); spec ``shared/specs
 * `DeterministicRegressor`: the paper's "Deterministic DNN" / "uncalibrated learner", a
   network trained on y with the MSE loss and Adam. The paper gives it no predictive
   distribution; we give it the plug-in Gaussian y | x ~ N(f(x), sigma^2) with the
-  homoscedastic noise variance estimated from the training residuals,
+  homoscedastic noise variance estimated from residuals,
 
       sigma^2 = (1/n) sum_i (y_i - f(x_i))^2
 
   (the maximum-likelihood estimate of a Gaussian noise variance given the fitted mean; in
-  user units, with f the trained network in float64). It is an in-sample estimate and so
-  optimistic for a network that fits its training set closely: a known limitation of this
-  baseline, not corrected here.
+  user units, with f the trained network in float64), over the held-out rows of validated
+  fitting (``validation_fraction > 0``, the default) or, without them, over the training
+  rows: an in-sample estimate, optimistic for a network that fits its training set closely.
 * `NaiveRegressor`: the paper's "naive learner", which "always predicts 0°" (spec §3.3 [P]).
   Its predictive is N(c, sigma^2) with the constant c (0 by default, the paper; or the
   training mean) and sigma^2 = (1/n) sum_i (y_i - c)^2, the same residual formula (so with
@@ -51,9 +51,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils import check_random_state
 
 from dubito import io
+from dubito._estimator import check_device as _check_device
+from dubito._estimator import seeds_from
 from dubito._standardise import column_scaling
 from dubito._validation import (
     check_bool,
@@ -65,12 +66,23 @@ from dubito._validation import (
     validate_fit_data,
     validate_predict_data,
 )
+from dubito.early_stopping import (
+    DEFAULT_PATIENCE,
+    DEFAULT_VALIDATION_FRACTION,
+    STOPPED_BY,
+    EarlyStopping,
+    best_copy,
+    check_patience,
+    check_validation_fraction,
+    copy_best_members,
+    holdout_split,
+)
 from dubito.nn.batched import ACTIVATIONS
 from dubito.nn.dropout_mlp import MLP
 from dubito.nn.pilotnet import PilotNet, activation_width, check_image_shape
 from dubito.predictive.normal import Normal
 
-__all__ = ["DeterministicRegressor", "NaiveRegressor", "residual_variance"]
+__all__ = ["DeterministicRegressor", "NaiveRegressor", "residual_variance", "seeds_from"]
 
 #: Minimum number of training rows: the target is standardised by its standard deviation.
 MIN_SAMPLES = 2
@@ -89,25 +101,6 @@ def residual_variance(y: np.ndarray, fitted: np.ndarray) -> float:
     """sigma^2 = (1/n) sum_i (y_i - fitted_i)^2: the ML homoscedastic Gaussian noise variance."""
     r = np.asarray(y, dtype=np.float64) - np.asarray(fitted, dtype=np.float64)
     return float(np.mean(r * r))
-
-
-def seeds_from(random_state, k: int) -> list[int]:
-    """k independent 63-bit seeds from ``random_state`` (None, int or numpy RandomState)."""
-    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
-        base = int(random_state)
-    else:
-        base = int(check_random_state(random_state).randint(0, 2**31 - 1))
-    return [int(c.generate_state(1, np.uint64)[0] >> np.uint64(1)) for c in np.random.SeedSequence(base).spawn(k)]
-
-
-def _check_device(device) -> torch.device:
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"device must be a torch device string such as 'cpu' or 'cuda', got {device!r}: {exc}") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r} but CUDA is not available here; use device='cpu'")
-    return dev
 
 
 class _Standardised(RegressorMixin, BaseEstimator):
@@ -163,7 +156,16 @@ class _MLPRegressor(_Standardised):
         pass
 
     def _after_training(self, Xs: np.ndarray, y: np.ndarray) -> None:
-        pass
+        """Estimate what follows the network (e.g. a noise variance) on the rows (Xs
+        standardised, y in user units): the held-out rows when there are any, else the
+        training rows."""
+
+    def _validation_loss(self, net, X: torch.Tensor, y: torch.Tensor) -> float:
+        """Held-out criterion of early stopping (net in eval mode): the mean squared error. For
+        a network with a Gaussian plug-in noise the held-out NLL with sigma^2 estimated on the
+        same rows is (1/2)(log(2 pi MSE) + 1), a monotone function of the MSE, so the two
+        stop at the same epoch. Estimators with their own likelihood (MDN) override it."""
+        return float(((net(X)[:, 0] - y) ** 2).mean())
 
     # -------------------------------------------------------------- settings
     def _settings(self) -> dict:
@@ -182,6 +184,9 @@ class _MLPRegressor(_Standardised):
             # read with getattr: only estimators that expose them (DeterministicRegressor) can pick SGD
             optimizer=check_choice(getattr(self, "optimizer", "adam"), "optimizer", OPTIMIZERS),
             momentum=check_float(getattr(self, "momentum", 0.0), "momentum", min_value=0.0),
+            # read with getattr: an estimator without them (the IC-NLM's network) trains on every row
+            validation_fraction=check_validation_fraction(getattr(self, "validation_fraction", 0.0)),
+            patience=check_patience(getattr(self, "patience", DEFAULT_PATIENCE)),
         )
         if s["momentum"] >= 1.0:
             raise ValueError(f"momentum must lie in [0, 1), got {s['momentum']}")
@@ -234,25 +239,46 @@ class _MLPRegressor(_Standardised):
         s = self._settings()
         X, y = validate_fit_data(self, X, y, min_samples=MIN_SAMPLES)
         self._check_image_features(s, X.shape[1])
-        Xs, ys = self._fit_scaling(X, y, scalar_x=s["network"] == "cnn")
-        n, p = Xs.shape
-        init_seed, order_seed, dropout_seed, self.predict_seed_ = seeds_from(self.random_state, 4)
+        # the fifth seed draws the held-out rows; the first four are those of a fit without them
+        init_seed, order_seed, dropout_seed, self.predict_seed_, holdout_seed = seeds_from(self.random_state, 5)
+        fraction = s["validation_fraction"]
+        train_rows, val_rows = holdout_split(X.shape[0], fraction, holdout_seed,
+                                             batch_size=s["batch_size"] if fraction > 0 else None)
+        if train_rows.size < MIN_SAMPLES:
+            raise ValueError(f"validation_fraction={fraction} leaves {train_rows.size} training row(s); "
+                             f"at least {MIN_SAMPLES} are needed")
+        Xs, ys = self._fit_scaling(X[train_rows], y[train_rows], scalar_x=s["network"] == "cnn")
+        p = Xs.shape[1]
         net = self._build_net(s, p, generator=torch.Generator().manual_seed(init_seed))
         net = net.to(s["device"])
         order = torch.Generator().manual_seed(order_seed)
         drop = torch.Generator(device=s["device"]).manual_seed(dropout_seed)
         X32 = torch.as_tensor(Xs, dtype=torch.float32).to(s["device"])
         y32 = torch.as_tensor(ys, dtype=torch.float32).to(s["device"])
-        self.loss_curve_ = self._train(net, X32, y32, s, order, drop)
-        del X32, y32
+        validation = None
+        if val_rows.size:
+            Xv = (X[val_rows] - self.x_mean_) / self.x_scale_
+            validation = (torch.as_tensor(Xv, dtype=torch.float32).to(s["device"]),
+                          torch.as_tensor((y[val_rows] - self.y_mean_) / self.y_scale_, dtype=torch.float32).to(s["device"]))
+        self.loss_curve_ = self._train(net, X32, y32, s, order, drop, validation)
+        del X32, y32, validation
         self.net_ = net.double()
-        self._after_training(Xs, y)
+        if val_rows.size:
+            self._after_training(Xv, y[val_rows])
+        else:
+            self._after_training(Xs, y[train_rows])
         return self
 
-    def _train(self, net, X, y, s, order, drop) -> np.ndarray:
+    def _train(self, net, X, y, s, order, drop, validation=None) -> np.ndarray:
         """Mini-batch Adam (or SGD with ``momentum`` when ``optimizer="sgd"``; coupled L2
         ``weight_decay``, as Keras' l2 regulariser) over ``epochs`` epochs, a fresh permutation
-        of the rows per epoch; returns the epoch-mean training loss, (epochs,)."""
+        of the rows per epoch; returns the epoch-mean training loss, (epochs run,).
+
+        With ``validation`` = (X_val, y_val) (standardised), `_validation_loss` is scored after
+        each epoch; training stops after ``patience`` epochs without improvement and ``net``
+        ends with the weights of its best epoch (`dubito.early_stopping`). Sets
+        ``validation_curve_``, ``best_epoch_`` and ``stopped_by_``.
+        """
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -270,12 +296,16 @@ class _MLPRegressor(_Standardised):
         else:
             opt = torch.optim.Adam(net.parameters(), lr=s["lr"], weight_decay=s["weight_decay"])
         curve = np.zeros(s["epochs"])
+        stopper = None if validation is None else EarlyStopping(s["patience"])
+        best = None if validation is None else best_copy(net)
         net.train()
         columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), TimeRemainingColumn())
         with Progress(*columns, console=Console(stderr=True), disable=not self.progress) as bar:
             task = bar.add_task(self._description, total=s["epochs"])
             for epoch in range(s["epochs"]):
+                if stopper is not None and stopper.done:
+                    break
                 perm = torch.randperm(n, generator=order).to(X.device)
                 total = torch.zeros((), dtype=torch.float64, device=X.device)
                 for start in range(0, n, batch):
@@ -286,7 +316,25 @@ class _MLPRegressor(_Standardised):
                     opt.step()
                     total += loss.detach().double() * idx.shape[0]
                 curve[epoch] = float(total) / n
-                bar.update(task, advance=1, description=f"{self._description} loss {curve[epoch]:.3f}")
+                text = f"{self._description} loss {curve[epoch]:.3f}"
+                if stopper is not None:
+                    net.eval()
+                    with torch.no_grad():
+                        held_out = self._validation_loss(net, *validation)
+                    net.train()
+                    copy_best_members(best, net, stopper.update([held_out]))
+                    text += f" held-out {held_out:.3f}"
+                bar.update(task, advance=1, description=text)
+        if stopper is None:
+            self.validation_curve_ = np.zeros(0)
+            self.best_epoch_ = int(s["epochs"])
+            self.stopped_by_ = "cap"
+        else:
+            net.load_state_dict(best.state_dict())
+            self.validation_curve_ = np.asarray(stopper.curve, dtype=np.float64).reshape(-1)
+            self.best_epoch_ = int(stopper.best_epoch[0])
+            self.stopped_by_ = "patience" if stopper.done else "cap"
+            curve = curve[: len(stopper.curve)]
         net.eval()
         return curve
 
@@ -328,6 +376,8 @@ class _MLPRegressor(_Standardised):
             y_scale=self.y_scale_,
             predict_seed=int(self.predict_seed_),
             feature_names_in=io.feature_names_json(self),
+            best_epoch=int(self.best_epoch_),
+            stopped_by=self.stopped_by_,
             **self._fitted_scalars(),
         )
         io.save_tensors(path, self._network_tensors(), type(self).__name__,
@@ -339,6 +389,7 @@ class _MLPRegressor(_Standardised):
         tensors["x_mean"] = torch.as_tensor(self.x_mean_, dtype=torch.float64)
         tensors["x_scale"] = torch.as_tensor(self.x_scale_, dtype=torch.float64)
         tensors["loss_curve"] = torch.as_tensor(self.loss_curve_, dtype=torch.float64)
+        tensors["validation_curve"] = torch.as_tensor(self.validation_curve_, dtype=torch.float64)
         return tensors
 
     def _restore_network(self, tensors: dict, s: dict, n_features: int) -> bool:
@@ -351,6 +402,8 @@ class _MLPRegressor(_Standardised):
         self.x_mean_ = tensors["x_mean"].double().numpy()
         self.x_scale_ = tensors["x_scale"].double().numpy()
         self.loss_curve_ = tensors["loss_curve"].double().numpy()
+        # files written before validated fitting have no held-out curve: an empty one
+        self.validation_curve_ = tensors.get("validation_curve", torch.zeros(0)).double().numpy()
         return self.x_mean_.shape == (n_features,) and self.x_scale_.shape == (n_features,)
 
     @classmethod
@@ -370,6 +423,8 @@ class _MLPRegressor(_Standardised):
             est.y_scale_ = float(fitted["y_scale"])
             est.n_train_ = int(fitted["n_train"])
             est.predict_seed_ = int(fitted["predict_seed"])
+            est.best_epoch_ = int(fitted.get("best_epoch", len(est.loss_curve_)))
+            est.stopped_by_ = check_choice(fitted.get("stopped_by", "cap"), "stopped_by", STOPPED_BY)
             est.n_features_in_ = p
             io.set_feature_names(est, fitted.get("feature_names_in"))
             est._restore_scalars(fitted)
@@ -386,8 +441,8 @@ class DeterministicRegressor(_MLPRegressor):
 
         y | x ~ N(f(x), sigma^2),   sigma^2 = (1/n) sum_i (y_i - f(x_i))^2
 
-    over the training rows (`residual_variance`, user units, f in float64 after training;
-    ``noise_var_``). ``aleatoric_var`` is sigma^2; ``epistemic_var`` is None (a single
+    over the held-out rows (or, with ``validation_fraction=0``, the training rows;
+    `residual_variance`, user units, f in float64 after training; ``noise_var_``). ``aleatoric_var`` is sigma^2; ``epistemic_var`` is None (a single
     network has no estimate of its model uncertainty). sigma^2 is in-sample, hence
     optimistic for a network that fits its training data closely.
 
@@ -423,19 +478,31 @@ class DeterministicRegressor(_MLPRegressor):
     image_shape : None, (C, H, W) or (H, W) (one channel), default None
         The image shape for "cnn" (required there; C*H*W must equal X's columns); unused with
         "mlp". With "cnn" X is scaled by one scalar mean and sd over all pixels.
+    validation_fraction : float in [0, 0.5), default 0.1
+        Share of the training rows held out to stop training early on their MSE and keep the
+        best epoch (`dubito.early_stopping`; 0.1 is scikit-learn's MLPRegressor default); ``epochs``
+        is then the cap. sigma^2 is then the held-out rows' mean squared residual,
+        not the optimistic in-sample one. 0: every row, ``epochs`` epochs (the paper's protocol;
+        its experiments pass it).
+    patience : int, default 20
+        Epochs without a better held-out MSE before training stops.
 
     Fitted attributes
     -----------------
     net_ : MLP or PilotNet (float64); noise_var_ : float (user units); loss_curve_ : (epochs,) epoch-mean
-    training MSE in standardised units; x_mean_, x_scale_, y_mean_, y_scale_; n_train_;
-    n_features_in_ (and feature_names_in_).
+    training MSE in standardised units; x_mean_, x_scale_, y_mean_, y_scale_; n_train_ (rows
+    trained on); n_features_in_ (and feature_names_in_); validation_curve_ : (epochs run,)
+    held-out MSE (empty without a held-out share); best_epoch_ : int, the epoch (from 1) whose
+    weights are kept; stopped_by_ : "patience" (the rule) or "cap" (``epochs``, or no
+    held-out share). The MC dropout and MDN regressors set the same three.
     """
 
     _description = "deterministic MLP"
 
     def __init__(self, hidden=(100, 50, 10), activation="relu", lr=2.5e-4, weight_decay=0.0, batch_size=32,
                  epochs=60, device="cpu", random_state=None, progress=True, network="mlp", image_shape=None,
-                 optimizer="adam", momentum=0.9):
+                 optimizer="adam", momentum=0.9,
+                 validation_fraction=DEFAULT_VALIDATION_FRACTION, patience=DEFAULT_PATIENCE):
         self.optimizer = optimizer
         self.momentum = momentum
         self.hidden = hidden
@@ -449,6 +516,8 @@ class DeterministicRegressor(_MLPRegressor):
         self.progress = progress
         self.network = network
         self.image_shape = image_shape
+        self.validation_fraction = validation_fraction
+        self.patience = patience
 
     def _build_net(self, s, n_features, generator=None, dtype=torch.float32):
         return self._make_net(s, n_features, 1, 0.0, generator, dtype)

@@ -28,10 +28,11 @@ equal-weight mixture (1/T) sum_t N(f_t(x), sigma^2), whose ``epistemic_var`` is 
 of the draws (ddof 0) and ``aleatoric_var`` is sigma^2; CRPS and NLL are exact through the
 mixture. ``noise`` chooses sigma:
 
-* ``"residual"`` (default): sigma^2 = (1/n) sum_i (y_i - f(x_i))^2 over the training rows, f
-  the network with dropout off (weight scaling, the standard approximation of the MC mean;
-  Srivastava et al. 2014), in user units -- the formula of `DeterministicRegressor`. In-sample,
-  so optimistic for a network that fits closely. (Gal & Ghahramani tune tau on validation
+* ``"residual"`` (default): sigma^2 = (1/n) sum_i (y_i - f(x_i))^2 over the held-out rows
+  (``validation_fraction > 0``, the default; else the training rows, in-sample and so
+  optimistic for a network that fits closely), f the network with dropout off (weight
+  scaling, the standard approximation of the MC mean; Srivastava et al. 2014), in user units
+  -- the formula of `DeterministicRegressor`. (Gal & Ghahramani tune tau on validation
   data; their closed form tau = (1 - p) l^2 / (2 N lambda) is not offered: with the benchmark's
   lambda = 1e-6 it gives absurd noise levels for any usual prior length-scale l.)
 * ``"none"``: the authors' code (spec §3.3 [C]): no noise term; the predictive is a Gaussian
@@ -48,6 +49,7 @@ import numpy as np
 import torch
 
 from dubito._validation import check_float, check_int
+from dubito.early_stopping import DEFAULT_PATIENCE, DEFAULT_VALIDATION_FRACTION
 from dubito.predictive.samples import Samples
 from dubito.regression.deterministic import _MLPRegressor, residual_variance, seeds_from
 
@@ -103,6 +105,14 @@ class MCDropoutRegressor(_MLPRegressor):
         and dense layer", spec §3.3 [C]); each of the T masks then also covers the conv maps.
     image_shape : None, (C, H, W) or (H, W), default None
         Required with "cnn" (C*H*W = X's columns); X is then scaled by one scalar mean and sd.
+    validation_fraction : float in [0, 0.5), default 0.1
+        Share of the training rows held out to stop training early on their MSE (of the network with dropout off) and keep the
+        best epoch (`dubito.early_stopping`; 0.1 is scikit-learn's MLPRegressor default); ``epochs``
+        is then the cap. With ``noise="residual"`` sigma^2 is the held-out
+        rows' mean squared residual. 0: every row, ``epochs`` epochs (the paper's protocol;
+        its experiments pass it).
+    patience : int, default 20
+        Epochs without a better held-out MSE (of the network with dropout off) before training stops.
 
     Fitted attributes
     -----------------
@@ -116,7 +126,8 @@ class MCDropoutRegressor(_MLPRegressor):
 
     def __init__(self, dropout=0.05, n_samples=1000, noise="residual", hidden=(100, 50, 10), activation="relu",
                  lr=2.5e-4, weight_decay=2e-6, batch_size=32, epochs=60, device="cpu", random_state=None,
-                 progress=True, network="mlp", image_shape=None):
+                 progress=True, network="mlp", image_shape=None,
+                 validation_fraction=DEFAULT_VALIDATION_FRACTION, patience=DEFAULT_PATIENCE):
         self.dropout = dropout
         self.n_samples = n_samples
         self.noise = noise
@@ -131,6 +142,8 @@ class MCDropoutRegressor(_MLPRegressor):
         self.progress = progress
         self.network = network
         self.image_shape = image_shape
+        self.validation_fraction = validation_fraction
+        self.patience = patience
 
     # ------------------------------------------------------------------ settings
     def _extra_settings(self) -> dict:

@@ -44,9 +44,10 @@ from typing import NamedTuple
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils import check_random_state
 
 from dubito import io
+from dubito._estimator import check_device as _check_device
+from dubito._estimator import seed_base
 from dubito._standardise import standardise_fit
 from dubito._validation import (
     check_bool,
@@ -58,6 +59,17 @@ from dubito._validation import (
     validate_fit_data,
     validate_predict_data,
 )
+from dubito.early_stopping import (
+    DEFAULT_PATIENCE,
+    DEFAULT_VALIDATION_FRACTION,
+    STOPPED_BY,
+    EarlyStopping,
+    best_copy,
+    check_patience,
+    check_validation_fraction,
+    copy_best_members,
+    holdout_split,
+)
 from dubito.nn.batched import (
     ACTIVATIONS,
     BatchedGaussianMLP,
@@ -66,13 +78,18 @@ from dubito.nn.batched import (
 )
 from dubito.predictive.mixture import GaussianMixture
 from dubito.regression._gamma import augment_bias, feature_sums
-from dubito.training_checkpoint import check_resume, estimator_settings, load_training, save_training
+from dubito.training_checkpoint import (
+    check_resume,
+    estimator_settings,
+    load_training,
+    save_training,
+)
 
 __all__ = [
-    "DeepEnsembleRegressor",
-    "MemberComponents",
     "LR_DROPS",
+    "DeepEnsembleRegressor",
     "MemberCheckpoint",
+    "MemberComponents",
     "lr_factor",
     "member_generators",
     "train_members",
@@ -128,10 +145,7 @@ def member_generators(random_state, n_members: int) -> list[torch.Generator]:
     convention). Because member l's stream does not depend on ``n_members``, the first k
     members of an L-member fit are the members of a k-member fit with the same int seed.
     """
-    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
-        base = int(random_state)
-    else:
-        base = int(check_random_state(random_state).randint(0, 2**31 - 1))
+    base = seed_base(random_state)
     children = np.random.SeedSequence(base).spawn(n_members)
     return [
         torch.Generator().manual_seed(int(c.generate_state(1, np.uint64)[0] >> np.uint64(1)))
@@ -164,29 +178,54 @@ def train_members(
     progress: bool = False,
     description: str = "deep ensemble",
     checkpoint: MemberCheckpoint | None = None,
+    validation: tuple[torch.Tensor, torch.Tensor] | None = None,
+    stopper: EarlyStopping | None = None,
 ) -> np.ndarray:
-    """Train all members of ``net`` together; returns the epoch-mean NLL per member, (epochs, L).
+    """Train all members of ``net`` together; returns the epoch-mean NLL per member, (epochs run, L).
 
     Each epoch every member draws its own permutation of the rows from its own generator and
     walks through it in mini-batches of ``batch_size`` (the last one may be smaller). The
     step minimises sum_l mean_{i in batch_l} l_i(theta_l) with one
     ``torch.optim.Adam(weight_decay=weight_decay)`` (coupled L2) over all stacked parameters.
-    With a ``checkpoint`` the weights, Adam's state, the members' generators and the curve are
-    saved atomically every ``checkpoint.every`` epochs and after the last; ``checkpoint.resume``
-    restores them first, so the run ends where an uninterrupted one would.
+
+    With ``validation`` = (X_val, y_val) and a ``stopper`` (`dubito.early_stopping`), each
+    member's held-out NLL (`gaussian_nll`) is scored after every epoch, each member keeps the
+    weights of its best epoch, training ends when every member has gone ``stopper.patience``
+    epochs without improving (or at ``epochs``), and ``net`` ends with each member's best
+    weights. Member l's rows, order and stopping depend only on its own stream, as without it.
+
+    With a ``checkpoint`` the weights (and the best weights), Adam's state, the members'
+    generators, the curves and the stopper are saved atomically every ``checkpoint.every``
+    epochs and at the end; ``checkpoint.resume`` restores them first, so the run ends where an
+    uninterrupted one would.
     """
     n = X.shape[0]
     L = net.n_members
+    if (validation is None) != (stopper is None):
+        raise ValueError("train_members needs both validation rows and a stopper, or neither")
     opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
     curve = np.zeros((epochs, L))
-    parts = dict(modules={"net": net}, optimizer=opt, generators={f"member{l}": g for l, g in enumerate(generators)})
+    modules = {"net": net}
+    if stopper is not None:
+        modules["best"] = best = best_copy(net)
+    parts = dict(modules=modules, optimizer=opt, generators={f"member{l}": g for l, g in enumerate(generators)})
     start = 0
     if checkpoint is not None and checkpoint.resume and checkpoint.path.is_file():
         start, record = load_training(checkpoint.path, _CHECKPOINT_KIND, checkpoint.settings, **parts)
         curve[:start] = np.asarray(record["curve"], dtype=np.float64).reshape(start, L)
+        if stopper is not None:
+            stopper.__dict__.update(EarlyStopping.from_state(record["stopper"]).__dict__)
+    done = stopper is not None and stopper.done
     net.train()
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     columns = (
         TextColumn("[progress.description]{task.description}"),
@@ -198,6 +237,8 @@ def train_members(
     with Progress(*columns, console=Console(stderr=True), disable=not progress) as bar:
         task = bar.add_task(f"{description} (L={L})", total=epochs, completed=start)
         for epoch in range(start, epochs):
+            if done:
+                break
             for group in opt.param_groups:
                 group["lr"] = lr * lr_factor(epoch, epochs, lr_drop)
             perms = member_permutations(n, generators, device=X.device)
@@ -211,12 +252,25 @@ def train_members(
                 opt.step()
                 total += per_member.detach().double() * idx.shape[1]
             curve[epoch] = (total / n).cpu().numpy()
-            bar.update(task, advance=1, description=f"{description} (L={L}) nll {curve[epoch].mean():.3f}")
-            if checkpoint is not None and ((epoch + 1) % checkpoint.every == 0 or epoch + 1 == epochs):
+            text = f"{description} (L={L}) nll {curve[epoch].mean():.3f}"
+            if stopper is not None:
+                with torch.no_grad():
+                    mean, var, _ = net(validation[0])
+                    held_out = gaussian_nll(mean, var, validation[1]).double().cpu().numpy()
+                copy_best_members(best, net, stopper.update(held_out))
+                done = stopper.done
+                text += f" held-out {held_out.mean():.3f}"
+            bar.update(task, advance=1, description=text)
+            if checkpoint is not None and ((epoch + 1) % checkpoint.every == 0 or epoch + 1 == epochs or done):
+                record = {"curve": curve[: epoch + 1].tolist()}
+                if stopper is not None:
+                    record["stopper"] = stopper.state()
                 save_training(checkpoint.path, _CHECKPOINT_KIND, checkpoint.settings, epoch=epoch + 1,
-                              record={"curve": curve[: epoch + 1].tolist()}, **parts)
+                              record=record, **parts)
+    if stopper is not None:
+        net.load_state_dict(best.state_dict())
     net.eval()
-    return curve
+    return curve[: len(stopper.curve) if stopper is not None else epochs]
 
 
 class MemberComponents(NamedTuple):
@@ -263,12 +317,18 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
         on the mean NLL, lambda_prior = N lambda_tab. "sum": weight decay lambda_tab / N,
         lambda_prior = lambda_tab.
     batch_size : int, default 64
-        Mini-batch size; the paper's toys and Blog (Table 1 uses 8-128).
-    epochs : int, default 60
-        The toys and QSAR (Table 1: 40-100).
-    lr_drop : {"halving", "step", "step_cumulative", "none"}, default "halving"
-        Schedule over the last 5 epochs (P11): "halving" is Table 1's real-data schedule,
-        "step" the toys' single x0.1 drop. See `LR_DROPS`.
+        Mini-batch size; the paper's toys and Blog (Table 1 uses 8-128). With a held-out
+        share the training rows must be at least this many.
+    epochs : int, default 500
+        The cap on epochs; with ``validation_fraction > 0`` each member stops earlier, at its
+        best held-out NLL (measured best epochs: diabetes 4-35, wine 8-26, kin8nm 26-29,
+        energy 61-292, power 171-218). The paper trains a fixed 40-100 epochs (Table 1; its
+        toys and QSAR 60): its experiments pass ``epochs``, ``lr_drop`` and
+        ``validation_fraction=0``.
+    lr_drop : {"halving", "step", "step_cumulative", "none"}, default "none"
+        Schedule over the last 5 epochs of ``epochs`` (P11): "halving" is Table 1's real-data
+        schedule, "step" the toys' single x0.1 drop. See `LR_DROPS`. "none" by default since
+        early stopping, not the cap, ends a validated fit.
     correction : {"bayes", "none"}, default "bayes"
         "bayes" adds gamma_l ||h_l(x)||^2 to each component (the paper's EXT); "none" is the
         conventional deep ensemble (DE). ``gammas_`` are computed either way, and
@@ -290,6 +350,15 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
         ``checkpoint_every`` epochs (default 10, as `HyperVIRegressor`) and after the last;
         ``fit(X, y, resume=True)`` continues from it to the same numbers as an uninterrupted
         fit (`dubito.training_checkpoint`).
+    validation_fraction : float in [0, 0.5), default 0.1
+        Share of the training rows held out (the same rows for every member, drawn from their
+        own stream of ``random_state``) to stop each member early on its held-out NLL and keep
+        its best epoch (`dubito.early_stopping`; 0.1 is scikit-learn's MLPRegressor default).
+        They are not refitted. 0: train on every row for ``epochs`` epochs (the paper). The
+        defaults cover 0.91-1.00 at 95 % on diabetes splits 0-9 (mean 0.97), against 0.64-0.84
+        (mean 0.76) for the paper's 60 fixed epochs on every row.
+    patience : int, default 20
+        Epochs without a better held-out NLL before a member stops (`dubito.early_stopping`).
 
     Fitted attributes
     -----------------
@@ -297,7 +366,11 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
     units; lambda_prior_ : float; weight_decay_ : float (lambda_tab used); n_train_ : int;
     x_mean_, x_scale_ : (p,); y_mean_, y_scale_ : float (columns with zero spread get
     scale 1); loss_curve_ : (epochs, L) epoch-mean training NLL; n_features_in_ (and
-    feature_names_in_ for DataFrames).
+    feature_names_in_ for DataFrames); validation_curve_ : (epochs run, L) held-out NLL per
+    member (standardised units, constants dropped; (0, L) without a held-out share);
+    best_epoch_ : (L,) the epoch (from 1) whose weights each member keeps; stopped_by_ :
+    "patience" (every member stopped by the rule) or "cap" (``epochs`` came first, or no
+    held-out share). ``n_train_`` counts the rows trained on (held-out rows excluded).
 
     Training runs in float32; gamma and all predictions in float64 (spec P13). Inputs and
     targets are standardised internally with the training mean and (population) standard
@@ -313,8 +386,8 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
         weight_decay=None,
         lambda_convention="per_sample",
         batch_size=64,
-        epochs=60,
-        lr_drop="halving",
+        epochs=500,
+        lr_drop="none",
         correction="bayes",
         random_bias=False,
         device="cpu",
@@ -322,6 +395,8 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
         progress=True,
         checkpoint_dir=None,
         checkpoint_every=10,
+        validation_fraction=DEFAULT_VALIDATION_FRACTION,
+        patience=DEFAULT_PATIENCE,
     ):
         self.n_members = n_members
         self.hidden = hidden
@@ -339,6 +414,8 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
         self.progress = progress
         self.checkpoint_dir = checkpoint_dir
         self.checkpoint_every = checkpoint_every
+        self.validation_fraction = validation_fraction
+        self.patience = patience
 
     # ------------------------------------------------------------------ settings
     def _settings(self) -> dict:
@@ -360,6 +437,8 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
             correction=check_choice(self.correction, "correction", ("bayes", "none")),
             device=_check_device(self.device),
             checkpoint_every=check_int(self.checkpoint_every, "checkpoint_every", min_value=1),
+            validation_fraction=check_validation_fraction(self.validation_fraction),
+            patience=check_patience(self.patience),
         )
 
     # ------------------------------------------------------------------ fit
@@ -375,13 +454,20 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
         s = self._settings()
         check_resume(self, resume)
         X, y = validate_fit_data(self, X, y, min_samples=MIN_SAMPLES)
-        n, p = X.shape
         L = s["n_members"]
         device = s["device"]
+        seed = seed_base(self.random_state)
+        fraction = s["validation_fraction"]
+        train_rows, val_rows = holdout_split(X.shape[0], fraction, seed,
+                                             batch_size=s["batch_size"] if fraction > 0 else None)
+        X_fit, y_fit = X[train_rows], y[train_rows]
+        n, p = X_fit.shape
+        if n < MIN_SAMPLES:
+            raise ValueError(f"validation_fraction={fraction} leaves {n} training row(s); at least {MIN_SAMPLES} are needed")
 
-        x_mean, x_scale, y_mean, y_scale = standardise_fit(X, y)
-        Xs = (X - x_mean) / x_scale
-        ys = (y - y_mean) / y_scale
+        x_mean, x_scale, y_mean, y_scale = standardise_fit(X_fit, y_fit)
+        Xs = (X_fit - x_mean) / x_scale
+        ys = (y_fit - y_mean) / y_scale
 
         lam_tab = 1.0 / n if self.weight_decay is None else float(self.weight_decay)
         if s["lambda_convention"] == "per_sample":
@@ -389,17 +475,31 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
         else:
             opt_decay, lam_prior = lam_tab / n, lam_tab
 
-        gens = member_generators(self.random_state, L)
+        gens = member_generators(seed, L)
         net = BatchedGaussianMLP(L, p, s["hidden"], s["activation"], generators=gens,
                                  dtype=torch.float32, device=device)
         X32 = torch.as_tensor(Xs, dtype=torch.float32).to(device)
         y32 = torch.as_tensor(ys, dtype=torch.float32).to(device)
+        validation, stopper = None, None
+        if val_rows.size:
+            validation = (torch.as_tensor((X[val_rows] - x_mean) / x_scale, dtype=torch.float32).to(device),
+                          torch.as_tensor((y[val_rows] - y_mean) / y_scale, dtype=torch.float32).to(device))
+            stopper = EarlyStopping(s["patience"], L)
         curve = train_members(
             net, X32, y32, generators=gens, lr=s["lr"], weight_decay=opt_decay,
             batch_size=min(s["batch_size"], n), epochs=s["epochs"], lr_drop=s["lr_drop"],
             progress=bool(self.progress), checkpoint=self._checkpoint(X, y, s["checkpoint_every"], resume),
+            validation=validation, stopper=stopper,
         )
-        del X32, y32
+        del X32, y32, validation
+        if stopper is None:
+            self.validation_curve_ = np.zeros((0, L))
+            self.best_epoch_ = np.full(L, curve.shape[0])
+            self.stopped_by_ = "cap"
+        else:
+            self.validation_curve_ = np.asarray(stopper.curve, dtype=np.float64).reshape(-1, L)
+            self.best_epoch_ = stopper.best_epoch.copy()
+            self.stopped_by_ = "patience" if stopper.done else "cap"
 
         self.net_ = net.double()
         self.x_mean_ = x_mean
@@ -546,16 +646,19 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
             y_mean=self.y_mean_,
             y_scale=self.y_scale_,
             feature_names_in=io.feature_names_json(self),
+            best_epoch=[int(e) for e in self.best_epoch_],
+            stopped_by=self.stopped_by_,
         )
         tensors = {f"net.{k}": v for k, v in self.net_.state_dict().items()}
         tensors["gammas"] = torch.as_tensor(self.gammas_, dtype=torch.float64)
         tensors["x_mean"] = torch.as_tensor(self.x_mean_, dtype=torch.float64)
         tensors["x_scale"] = torch.as_tensor(self.x_scale_, dtype=torch.float64)
         tensors["loss_curve"] = torch.as_tensor(self.loss_curve_, dtype=torch.float64)
+        tensors["validation_curve"] = torch.as_tensor(self.validation_curve_, dtype=torch.float64)
         io.save_tensors(path, tensors, type(self).__name__, {"params": params, "fitted": fitted})
 
     @classmethod
-    def load(cls, path, *, device=None) -> "DeepEnsembleRegressor":
+    def load(cls, path, *, device=None) -> DeepEnsembleRegressor:
         """Read a model written by `save`. ``device`` overrides the saved device setting.
 
         A corrupted, truncated or foreign file raises ``ValueError``.
@@ -581,12 +684,19 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
             est.lambda_prior_ = float(fitted["lambda_prior"])
             est.weight_decay_ = float(fitted["weight_decay"])
             est.n_train_ = int(fitted["n_train"])
+            # files written before validated fitting: no held-out curve, every member ran to the cap
+            L = s["n_members"]
+            est.validation_curve_ = tensors.get("validation_curve", torch.zeros(0, L)).double().numpy()
+            est.best_epoch_ = np.asarray(fitted.get("best_epoch", [len(est.loss_curve_)] * L), dtype=np.int64)
+            est.stopped_by_ = check_choice(fitted.get("stopped_by", "cap"), "stopped_by", STOPPED_BY)
             est.n_features_in_ = p
             io.set_feature_names(est, fitted.get("feature_names_in"))
             shapes_ok = (
                 est.gammas_.shape == (s["n_members"],)
                 and est.x_mean_.shape == (p,)
                 and est.x_scale_.shape == (p,)
+                and est.best_epoch_.shape == (L,)
+                and est.validation_curve_.ndim == 2 and est.validation_curve_.shape[1] == L
             )
         if not shapes_ok:
             raise ValueError(f"{path} is a {cls.__name__} file with inconsistent tensor shapes (corrupted?)")
@@ -600,16 +710,6 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
         tags.target_tags.single_output = True
         tags.target_tags.multi_output = False  # scalar response (GaussianMixture is per-input scalar)
         return tags
-
-
-def _check_device(device) -> torch.device:
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"device must be a torch device string such as 'cpu' or 'cuda', got {device!r}: {exc}") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r} but CUDA is not available here; use device='cpu'")
-    return dev
 
 
 def _param_device(net: torch.nn.Module) -> torch.device:
