@@ -52,6 +52,7 @@ from dubito._validation import check_float, check_int
 from dubito.early_stopping import DEFAULT_PATIENCE, DEFAULT_VALIDATION_FRACTION
 from dubito.predictive.samples import Samples
 from dubito.regression.deterministic import _MLPRegressor, residual_variance, seeds_from
+from dubito.search_space import Choice, Float
 
 __all__ = ["MCDropoutRegressor"]
 
@@ -123,6 +124,15 @@ class MCDropoutRegressor(_MLPRegressor):
     """
 
     _description = "MC dropout"
+
+    #: What `dubito.tune` searches: the deterministic net's space plus the dropout rate over
+    #: Gal & Ghahramani's UCI grid {0.005, ..., 0.1} extended to 0.5.
+    search_space = {
+        "lr": Float(1e-4, 1e-2, log=True),
+        "weight_decay": Float(1e-7, 1e-2, log=True),
+        "dropout": Float(0.005, 0.5, log=True),
+        "hidden": Choice([(50,), (100,), (100, 50, 10)]),
+    }
 
     def __init__(self, dropout=0.05, n_samples=1000, noise="residual", hidden=(100, 50, 10), activation="relu",
                  lr=2.5e-4, weight_decay=2e-6, batch_size=32, epochs=60, device="cpu", random_state=None,

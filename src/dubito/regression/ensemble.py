@@ -78,6 +78,7 @@ from dubito.nn.batched import (
 )
 from dubito.predictive.mixture import GaussianMixture
 from dubito.regression._gamma import augment_bias, feature_sums
+from dubito.search_space import Choice, Float
 from dubito.training_checkpoint import (
     check_resume,
     estimator_settings,
@@ -376,6 +377,15 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
     targets are standardised internally with the training mean and (population) standard
     deviation; outputs are in the user's units (variances scale by y_scale_^2).
     """
+
+    #: What `dubito.tune` searches (held-out NLL): Adam's rate around the paper's 1e-3 (Table 1),
+    #: lambda_tab over the paper's 1e-5 (Blog) .. 1e-2 (QSAR) and a decade either side, and the
+    #: width: Lakshminarayanan et al.'s one 50-unit layer (100 on large sets) or the paper's (128, 64, 32).
+    search_space = {
+        "lr": Float(1e-4, 1e-2, log=True),
+        "weight_decay": Float(1e-6, 1e-1, log=True),
+        "hidden": Choice([(50,), (100,), (128, 64, 32)]),
+    }
 
     def __init__(
         self,

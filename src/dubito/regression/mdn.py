@@ -35,6 +35,7 @@ from dubito.early_stopping import DEFAULT_PATIENCE, DEFAULT_VALIDATION_FRACTION
 from dubito.nn.mdn import MixtureDensityNet, mixture_nll
 from dubito.predictive.mixture import GaussianMixture
 from dubito.regression.deterministic import _MLPRegressor
+from dubito.search_space import Choice, Float
 
 __all__ = ["MDNMixture", "MixtureDensityRegressor"]
 
@@ -114,6 +115,15 @@ class MixtureDensityRegressor(_MLPRegressor):
     """
 
     _description = "MDN"
+
+    #: What `dubito.tune` searches: the deterministic net's space plus K, from one Gaussian
+    #: (a heteroscedastic net) to the benchmark's 50.
+    search_space = {
+        "lr": Float(1e-4, 1e-2, log=True),
+        "weight_decay": Float(1e-7, 1e-2, log=True),
+        "n_components": Choice([1, 3, 10, 50]),
+        "hidden": Choice([(50,), (100,), (100, 50, 10)]),
+    }
 
     def __init__(self, n_components=50, variance_floor=1e-4, hidden=(100, 50, 10), activation="relu", lr=2.5e-4,
                  weight_decay=0.0, batch_size=32, epochs=150, device="cpu", random_state=None, progress=True,
