@@ -46,3 +46,15 @@ def test_readme_classification_example_runs(capsys):
     mi = [float(v) for v in printed[2:5]]
     assert accuracy > 0.85 and 0 <= ece < 0.15  # measured 0.931 and 0.041
     assert all(0 <= v <= np.log(10) for v in mi)
+
+
+def test_readme_tune_example_runs(capsys, tmp_path, monkeypatch):
+    """The tuning example runs as printed, keeps its study in tune.db, and a second run of it
+    resumes that study (no new trial) to the same choice."""
+    code = next(b for b in _blocks() if "from dubito.tune import tune" in b)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "README.md", "exec"), {})
+    first = capsys.readouterr().out
+    assert (tmp_path / "tune.db").is_file() and "'lr':" in first
+    exec(compile(code, "README.md", "exec"), {})
+    assert capsys.readouterr().out == first
