@@ -308,6 +308,14 @@ def test_rounds_and_balanced_selection_record_each_round(digits_shift):
     assert "accuracy" not in rounds[1]  # no eval_data, no held-out scores
 
 
+def _held_out(labels) -> int:
+    """Rows a default MCDropoutClassifier holds out of these labels: ceil(0.1 n_c) of each class c,
+    at most n_c - 1 (`dubito.early_stopping.holdout_split`, stratified)."""
+    counts = np.bincount(np.asarray(labels, dtype=np.int64))
+    counts = counts[counts > 0]
+    return int(np.minimum(np.ceil(0.1 * counts), counts - 1).sum())
+
+
 def test_retrain_threshold_and_ensemble_paths(digits_shift):
     """finetune="retrain" fits a fresh clone on source ∪ S; a confidence threshold sets |S| for the
     random strategy too; an ensemble of MC-dropout members is fine-tuned member by member."""
@@ -321,14 +329,16 @@ def test_retrain_threshold_and_ensemble_paths(digits_shift):
     src_conf = al.source_estimator_.predict_distribution(pool).confidence
     n_sel = int(np.sum(src_conf >= 0.7))
     assert al.history_[1]["n_selected"] == n_sel > 0
-    assert al.estimator_ is not al.source_estimator_ and al.estimator_.n_train_ == round(0.8 * (300 + n_sel))
+    # the retrained clone holds out ceil(0.1 n_c) rows of each class c of source ∪ S (validated fitting)
+    labels = np.r_[ys, al.source_estimator_.predict_distribution(pool).predict()[src_conf >= 0.7]]
+    assert al.estimator_ is not al.source_estimator_ and al.estimator_.n_train_ == 300 + n_sel - _held_out(labels)
     rnd = AutoLabeler(al.source_estimator_, strategy="random", threshold=0.7, fraction=None, finetune_epochs=1,
                       random_state=0).fit(Xs, ys, pool, y_pool)
     assert rnd.history_[1]["n_selected"] == n_sel and rnd.estimator_.n_train_ == 300 + n_sel  # continued
     ens = DeepEnsembleClassifier(small, n_members=2, random_state=0).fit(Xs, ys)
     ad = AutoLabeler(ens, fraction=0.25, finetune_epochs=1, random_state=0).fit(Xs, ys, pool)
     assert [m.n_train_ for m in ad.estimator_.members_] == [350, 350]
-    assert [m.n_train_ for m in ens.members_] == [240, 240]  # the given ensemble is untouched
+    assert [m.n_train_ for m in ens.members_] == [300 - _held_out(ys)] * 2  # the given ensemble is untouched
     assert "precision" not in ad.history_[1]  # no y_pool: nothing measured against true labels
 
 

@@ -120,8 +120,8 @@ def test_digits_accuracy(digits, dropout):
 
 def test_learned_rates_move_and_fixed_rates_do_not(digits):
     Xtr, _, ytr, _ = digits
-    conc = MCDropoutClassifier(dropout="concrete", epochs=3, early_stopping=False, random_state=0).fit(Xtr, ytr)
-    bern = MCDropoutClassifier(dropout="bernoulli", p=0.2, epochs=3, early_stopping=False,
+    conc = MCDropoutClassifier(dropout="concrete", epochs=3, validation_fraction=0.0, random_state=0).fit(Xtr, ytr)
+    bern = MCDropoutClassifier(dropout="bernoulli", p=0.2, epochs=3, validation_fraction=0.0,
                                random_state=0).fit(Xtr, ytr)
     assert np.all(conc.rate_history_[0] == pytest.approx(0.1, rel=1e-6))
     assert np.all(np.abs(conc.rate_history_[-1] - conc.rate_history_[0]) > 1e-4)
@@ -240,7 +240,7 @@ def test_fine_tune_from_an_untrained_fit_equals_fit(digits):
     from dubito.regression.deterministic import seeds_from
 
     Xtr, Xte, ytr, _ = digits
-    kw = dict(dropout="concrete", n_samples=4, hidden=(32,), features=32, early_stopping=False, random_state=5)
+    kw = dict(dropout="concrete", n_samples=4, hidden=(32,), features=32, validation_fraction=0.0, random_state=5)
     full = MCDropoutClassifier(epochs=3, **kw).fit(Xtr, ytr)
     tuned = MCDropoutClassifier(epochs=0, **kw).fit(Xtr, ytr)
     train_seed = seeds_from(5, 4)[1]

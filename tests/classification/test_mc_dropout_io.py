@@ -31,9 +31,9 @@ def digits():
 
 
 def _same_fitted(a, b):
-    for name in ("x_mean_", "x_scale_", "loss_curve_", "val_nll_curve_", "rate_history_"):
+    for name in ("x_mean_", "x_scale_", "loss_curve_", "validation_curve_", "rate_history_"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
-    for name in ("n_features_in_", "n_classes_", "image_shape_", "n_train_", "best_epoch_", "predict_seed_",
+    for name in ("n_features_in_", "n_classes_", "image_shape_", "n_train_", "best_epoch_", "stopped_by_", "predict_seed_",
                  "dropout_rates_"):
         assert getattr(a, name) == getattr(b, name), name
     np.testing.assert_array_equal(a.classes_, b.classes_)

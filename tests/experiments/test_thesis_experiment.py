@@ -169,7 +169,7 @@ def test_sampler_switch_restores():
     X, y = rng.normal(size=(60, 5)), rng.integers(0, 3, 60)
     for dropout in ("concrete", "multidrop"):
         est = MCDropoutClassifier(dropout=dropout, n_samples=4, features=8, hidden=(8, 8, 8), epochs=1,
-                                  random_state=0).fit(X, y)
+                                  validation_fraction=0.0, random_state=0).fit(X, y)
         relaxed = est.sample_logits(X, random_state=1)
         with thesis._Sampler(est, "hard") as n:
             assert n == 4 and {m.mc_sampler for m in thesis._Sampler(est, "hard").mods} == {"hard"}

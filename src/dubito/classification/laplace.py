@@ -73,11 +73,23 @@ an 8x8-digits MLP, little changes). [C] The KFAC of DLR-RM/curvature (``KFAC.upd
 co-written by the thesis's author; the thesis does not name its code) instead *adds* each batch's
 mean factor, so its factors are ≈ n_batches · A and n_batches · G: its s corresponds to
 s · n_batches² here. Tune s on validation data (spec §2.7's grid includes s = N: ``scale="n"``).
+
+Persistence (no pickle): ``la.save(path)`` writes one ``.safetensors`` file (`dubito.io`,
+atomically): the factors A and G of each sampled layer (``A.<i>``, ``G.<i>``, in the order of
+``layers_``), the model's weights, and as JSON metadata the constructor settings and the fitted
+scalars (layer names, N, s, τ, δ, seeds, ...). ``KFACLaplace.load(path)`` rebuilds the Cholesky
+factors from A and G exactly as ``fit`` does, so the loaded posterior predicts bit-identically
+(same device). A fitted `MCDropoutClassifier` model is saved whole (its ``_state``, under
+``model.``) and rebuilt from the file. A torch module is not JSON: its ``state_dict`` is saved
+(``net.*``) with its class name, and ``load(path, network=module_or_callable)`` needs the
+architecture back (a copy of the module, or the callable's result, gets the saved weights; the
+argument is not changed). A corrupted, truncated or foreign file raises one ValueError.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import numbers
 
 import numpy as np
@@ -86,6 +98,7 @@ import torch.nn.functional as F
 from sklearn.base import BaseEstimator, ClassifierMixin
 from torch import nn
 
+from dubito import io
 from dubito._validation import (
     check_bool,
     check_choice,
@@ -96,7 +109,7 @@ from dubito._validation import (
     validate_fit_data,
     validate_predict_data,
 )
-from dubito.classification.mc_dropout import check_labels
+from dubito.classification.mc_dropout import MCDropoutClassifier, check_labels
 from dubito.nn.concrete_dropout import StochasticDropout, dropout_modules, mc_mode
 from dubito.nn.pilotnet import check_image_shape
 from dubito.predictive.classes import ClassPredictive
@@ -475,21 +488,27 @@ class KFACLaplace(ClassifierMixin, BaseEstimator):
         self.scale_ = float(n_seen) if s["scale"] == "n" else s["scale"]
         self.damping_ = s["tau"]
         self.delta_ = float(np.sqrt(s["tau"])) if s["damping_mode"] == "sqrt" else s["tau"]
+        factors = [(lay.a_sum / n_seen, lay.g_sum / n_seen) for lay in layers]
+        for lay in layers:
+            lay.a_sum = lay.g_sum = None
+        self._set_factors(layers, factors)
+        return self
+
+    def _set_factors(self, layers: list[_Layer], factors: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """``A_``, ``G_``, ``layers_`` and each layer's Cholesky factors of Ā = √s A + δ I and
+        Ḡ = √s G + δ I (module docstring); ``scale_`` and ``delta_`` must be set. Shared by
+        ``fit`` and ``load``, so a loaded posterior has the same factors."""
         self.A_, self.G_ = {}, {}
         self._layers = layers
         root = np.sqrt(self.scale_)
-        for lay in layers:
-            a = lay.a_sum / n_seen
-            g = lay.g_sum / n_seen
+        for lay, (a, g) in zip(layers, factors):
             self.A_[lay.name], self.G_[lay.name] = a, g
-            eye_a = torch.eye(a.shape[0], dtype=a.dtype, device=dev)
-            eye_g = torch.eye(g.shape[0], dtype=g.dtype, device=dev)
+            eye_a = torch.eye(a.shape[0], dtype=a.dtype, device=a.device)
+            eye_g = torch.eye(g.shape[0], dtype=g.dtype, device=g.device)
             lay.chol_a = jittered_cholesky(root * a + self.delta_ * eye_a)
             lay.chol_g = jittered_cholesky(root * g + self.delta_ * eye_g)
-            lay.a_sum = lay.g_sum = None
         self.layers_ = [lay.name for lay in layers]
         self._draw_cache = None
-        return self
 
     @contextlib.contextmanager
     def _bar(self, s):
@@ -692,6 +711,128 @@ class KFACLaplace(ClassifierMixin, BaseEstimator):
             for m, md in modes.items():
                 m.training = md
         return torch.cat(out).numpy() if out else np.zeros((0, self.n_classes_), dtype=np.float32)
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path) -> None:
+        """Write the fitted posterior and its model to ``path`` (one safetensors file, JSON
+        settings, atomically; no pickle; module docstring). The model must be a torch module or
+        an `MCDropoutClassifier`; a module's architecture is not saved (``load`` needs
+        ``network=``)."""
+        check_fitted(self, ["layers_"])
+        m = self.model
+        if isinstance(m, nn.Module):
+            # clone: a module registered twice shares storage, which safetensors refuses
+            tensors = {f"net.{k}": v.detach().clone() for k, v in m.state_dict().items()}
+            model = {"kind": "module", "class": type(m).__name__}
+        elif type(m) is MCDropoutClassifier:
+            mt, ms = m._state()
+            tensors = {f"model.{k}": v for k, v in mt.items()}
+            model = {"kind": "mc_dropout", "settings": ms}
+        else:
+            raise ValueError(f"KFACLaplace.save supports a torch nn.Module or an MCDropoutClassifier model, got "
+                             f"{type(m).__name__}")
+        for i, name in enumerate(self.layers_):
+            tensors[f"A.{i}"] = self.A_[name]
+            tensors[f"G.{i}"] = self.G_[name]
+        fitted = dict(
+            layers=list(self.layers_),
+            n_fit=int(self.n_fit_),
+            n_classes=int(self.n_classes_),
+            scale=float(self.scale_),
+            damping=float(self.damping_),
+            delta=float(self.delta_),
+            predict_seed=int(self.predict_seed_),
+            image_shape=None if self.image_shape_ is None else [int(d) for d in self.image_shape_],
+            n_features_in=int(self.n_features_in_) if hasattr(self, "n_features_in_") else None,
+            feature_names_in=io.feature_names_json(self),
+            dtype=str(self._dtype).removeprefix("torch."),
+        )
+        io.save_tensors(path, tensors, type(self).__name__,
+                        {"params": io.json_params(self, model=None), "fitted": fitted, "model": model})
+
+    @classmethod
+    def load(cls, path, *, device=None, network=None) -> KFACLaplace:
+        """Read a posterior written by `save`. ``device`` overrides the saved device setting;
+        ``network`` (an nn.Module or a callable returning one) is needed for a file whose model was
+        a torch module (and passed on to `MCDropoutClassifier.load` for one with a user network).
+        A corrupted, truncated or foreign file raises ``ValueError``."""
+        tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
+        where = str(path)
+        with io.rebuilding(where, cls.__name__):
+            params = io.params_from_json(settings["params"], device=device)
+            fitted, saved = settings["fitted"], settings["model"]
+            if saved["kind"] == "mc_dropout":
+                mt = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
+                model = MCDropoutClassifier._from_state(mt, saved["settings"], device=device, network=network,
+                                                        where=f"{where} (model)")
+                net = model.net_
+            elif saved["kind"] == "module":
+                net = model = cls._module_from(network, saved["class"], where)
+                state = {k[len("net."):]: v for k, v in tensors.items() if k.startswith("net.")}
+                own = net.state_dict()
+                wrong = [k for k, v in state.items() if k in own and own[k].dtype != v.dtype]
+                if wrong:
+                    raise ValueError(f"{where} holds {wrong[0]} as {state[wrong[0]].dtype} but the network passed has "
+                                     f"{own[wrong[0]].dtype}: pass the architecture in the dtype it was fitted in")
+                net.load_state_dict(state, strict=True)
+            else:
+                raise ValueError(f"{where} is a {cls.__name__} file with an unknown model kind {saved['kind']!r}")
+            est = cls(**dict(params, model=model))
+            s = est._settings()
+            dev = s["device"]
+            net.to(dev)
+            est._dtype = next(net.parameters()).dtype
+            if str(est._dtype).removeprefix("torch.") != fitted["dtype"]:
+                raise ValueError(f"{where}: the model was fitted in {fitted['dtype']} but rebuilds in {est._dtype}")
+            named = dict(net.named_modules())
+            layers, factors = [], []
+            for i, name in enumerate(fitted["layers"]):
+                module = named.get(name)
+                if not isinstance(module, nn.Linear):
+                    raise ValueError(f"{where}: sampled layer {name!r} is not an nn.Linear of the rebuilt model")
+                lay = _Layer(name, module)
+                # clone: the loaded tensors may map the file, which a later write must not change
+                a = tensors[f"A.{i}"].to(device=dev, dtype=torch.float64).clone()
+                g = tensors[f"G.{i}"].to(device=dev, dtype=torch.float64).clone()
+                q = module.in_features + int(lay.bias)
+                if a.shape != (q, q) or g.shape != (module.out_features,) * 2:
+                    raise ValueError(f"{where} is a {cls.__name__} file with inconsistent tensor shapes (corrupted?): "
+                                     f"layer {name!r} needs A {(q, q)} and G {(module.out_features,) * 2}, got "
+                                     f"{tuple(a.shape)} and {tuple(g.shape)}")
+                layers.append(lay)
+                factors.append((a, g))
+            if not layers or len([k for k in tensors if k.startswith("A.")]) != len(layers):
+                raise ValueError(f"{where} is a {cls.__name__} file whose factors do not match its layers (corrupted?)")
+            est.n_fit_ = int(fitted["n_fit"])
+            k = int(fitted["n_classes"])
+            est.classes_ = np.arange(k)
+            est.n_classes_ = k
+            est.scale_ = float(fitted["scale"])
+            est.damping_ = float(fitted["damping"])
+            est.delta_ = float(fitted["delta"])
+            est.predict_seed_ = int(fitted["predict_seed"])
+            est.image_shape_ = None if fitted["image_shape"] is None else tuple(int(d) for d in fitted["image_shape"])
+            if fitted["n_features_in"] is not None:
+                est.n_features_in_ = int(fitted["n_features_in"])
+            io.set_feature_names(est, fitted.get("feature_names_in"))
+            est._set_factors(layers, factors)
+        return est
+
+    @staticmethod
+    def _module_from(network, class_name: str, where: str) -> nn.Module:
+        """A copy of the module ``network`` (or the module the callable returns) to load weights into."""
+        if network is None:
+            raise ValueError(f"{where} holds a KFAC posterior over a torch module ({class_name}), whose architecture a "
+                             f"file cannot rebuild: pass it, KFACLaplace.load(path, network=<the {class_name} module "
+                             "or a callable returning one>)")
+        if isinstance(network, nn.Module):
+            return copy.deepcopy(network)
+        if callable(network) and not isinstance(network, str):
+            net = network()
+            if isinstance(net, nn.Module):
+                return net
+            raise ValueError(f"network callable must return a torch nn.Module, got {type(net).__name__}")
+        raise ValueError(f"network must be a torch nn.Module or a callable returning one, got {network!r}")
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

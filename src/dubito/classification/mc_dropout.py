@@ -34,12 +34,29 @@ passes with the same masks to rounding (tested: 1e-12 in float64). The draws are
 Defaults and sources. T = 50 (spec §2.3 [R]; the thesis gives none). p = 0.1: the fixed rate of
 "bernoulli" (spec §5.2 "mcdp: fixed p = 0.1-0.2") and the initial rate of the learned ones (Gal's
 default, spec §2.4 [R]). Temperature 0.1 [T §2.2.3]. λ_w = 3.5e-6, the thesis's L2 coefficient
-[T §4.1]. Adam at lr 1e-3, at most 50 epochs, early stopping on the validation NLL: spec §5.2 (the
-thesis's RMSprop at 1e-5 is for fine-tuning a pretrained net and too slow from scratch; it is
-``optimizer="rmsprop"``). Validation split 20 % [T §4.1], stratified. Batch size 128 and patience 5
-are ours (the thesis states neither). The validation NLL is that of the mean network (dropout off,
-i.e. the weight-scaling approximation), which needs one pass instead of T; the best epoch's
-weights are restored.
+[T §4.1]. Adam at lr 1e-3, at most 50 epochs: spec §5.2 (the thesis's RMSprop at 1e-5 is for
+fine-tuning a pretrained net and too slow from scratch; it is ``optimizer="rmsprop"``). Batch size
+128 is ours (the thesis states none).
+
+Validated fitting (`dubito.early_stopping`, issue 19). ``fit`` holds out ``validation_fraction``
+= 0.1 of the training rows (scikit-learn's ``MLPClassifier`` share; the package-wide default
+``DEFAULT_VALIDATION_FRACTION``), drawn stratified by class (`holdout_split` with ``classes=y``:
+ceil(0.1 n_c) rows of each class c, one row of each always kept for training), never the test
+split; ``validation_data=(X_val, y_val)`` replaces the draw (the thesis's fixed validation split,
+20 % [T §4.1]; pass ``validation_fraction=0`` there). After each epoch it scores the held-out NLL
+
+    NLL_val = -(1/N_val) Σ_{(x, y) held out} log softmax(f(x; ω̄))_y,
+
+f(·; ω̄) the mean network (dropout off, i.e. the weight-scaling approximation of the T-pass
+predictive, eq. 2.23): one cheap deterministic pass instead of T stochastic ones, and the data
+term only (the dropout regularisers Σ R_i are a prior term, not a likelihood). Training stops
+after ``patience`` = 20 epochs (``DEFAULT_PATIENCE``, docs/design.md) without a drop of more
+than 1e-6 nats (the tolerance of earlier versions, kept so that the thesis's models train
+alike), and the best epoch's weights are restored. ``validation_fraction=0`` trains on every row
+for ``epochs`` epochs. Recorded: ``validation_curve_`` (epochs run,), ``best_epoch_`` (from 1),
+``stopped_by_`` ("patience" or "cap"). The held-out draw uses the third of the fit's four seeds
+(``seeds_from(random_state, 4)``: init, training, held-out rows, prediction), so the other
+streams do not depend on it.
 
 Inputs: X (n, p) floats; images flattened channel-first with ``image_shape = (C, H, W)`` (the
 network then receives (n, C, H, W)); y integers 0..K-1 (K = ``n_classes`` or max(y) + 1).
@@ -48,7 +65,9 @@ otherwise); a user network receives X as given (``standardize="auto"``).
 
 Persistence (no pickle): ``est.save(path)`` writes one ``.safetensors`` file (`dubito.io`): the
 network's ``state_dict`` (``net.*``), the input scaling, loss / validation curves and rate history
-as tensors, the constructor settings and fitted scalars (K, seeds, rates, ...) as JSON metadata;
+as tensors, the constructor settings and fitted scalars (K, seeds, rates, best epoch, stopped by,
+...) as JSON metadata (files written before validated fitting load with their ``val_nll_curve``
+as ``validation_curve_`` and ``stopped_by_ = "cap"``);
 ``MCDropoutClassifier.load(path)`` rebuilds the network from the settings and loads the weights,
 so the loaded model predicts bit-identically (same ``random_state``, same device). A user network
 (an nn.Module or callable) is not JSON: ``save`` stores its weights and class name, and ``load``
@@ -81,6 +100,17 @@ from dubito._validation import (
 )
 from dubito.classification.networks import DROPOUTS, build_network
 from dubito.classification.networks import insert_dropout as _insert_dropout
+from dubito.early_stopping import (
+    DEFAULT_PATIENCE,
+    DEFAULT_VALIDATION_FRACTION,
+    STOPPED_BY,
+    EarlyStopping,
+    best_copy,
+    check_patience,
+    check_validation_fraction,
+    copy_best_members,
+    holdout_split,
+)
 from dubito.nn.concrete_dropout import (
     StochasticDropout,
     dropout_modules,
@@ -95,7 +125,11 @@ from dubito.regression.deterministic import _check_device, seeds_from
 
 __all__ = ["MCDropoutClassifier", "check_labels", "mc_logits", "wrap"]
 
-_FITTED_TENSORS = ("x_mean_", "x_scale_", "loss_curve_", "val_nll_curve_", "rate_history_")
+_FITTED_TENSORS = ("x_mean_", "x_scale_", "loss_curve_", "validation_curve_", "rate_history_")
+
+#: The tolerance of the stopping rule: a held-out NLL counts as better when it is lower by more than this
+#: (nats; the rule of earlier versions, so the thesis experiment's models train as before).
+_MIN_DELTA = 1e-6
 
 OPTIMIZERS = ("adam", "rmsprop")
 EXPANDS = ("dropout", "input")
@@ -192,7 +226,16 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
         "auto": built-in networks standardise X, user networks see X as given.
     optimizer, lr, epochs, batch_size : "adam", 1e-3, 50, 128. ``epochs=0`` trains nothing
         (a pretrained model, MC-sampled as is).
-    early_stopping, validation_fraction, patience : True, 0.2, 5.
+    validation_fraction : float in [0, 0.5), default 0.1
+        Share of the training rows held out (stratified by class) for early stopping on their NLL
+        (module docstring); 0 trains on every row for ``epochs`` epochs. Refused (ValueError): a
+        share leaving fewer training rows than ``batch_size``, or a class with one row.
+    patience : int, default 20
+        Epochs without a better held-out NLL before training stops.
+    early_stopping : bool, default True
+        False: no rows are held out and every epoch is run, keeping the last weights (a given
+        ``validation_data`` is still scored into ``validation_curve_``). Kept for older code;
+        ``validation_fraction=0`` is the usual way to train on every row.
     mc_expand : "dropout" or "input" (`mc_logits`).
     predict_batch_size : int or None, default None
         Rows of X per MC forward (each becomes T rows). None: max(1, 1024 // T) (20 at T = 50),
@@ -202,18 +245,20 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
     device : "cpu" or a CUDA device.
     random_state, progress : seed (None, int); rich progress bar while training.
 
-    Fitted attributes: ``net_``, ``classes_`` (0..K-1), ``n_features_in_``, ``n_train_``,
-    ``loss_curve_``, ``val_nll_curve_``, ``best_epoch_``, ``dropout_rates_`` (mean p_drop per
-    site), ``rate_history_`` ((epochs + 1, sites): the rates at the start and after each epoch),
-    ``predict_seed_``.
+    Fitted attributes: ``net_``, ``classes_`` (0..K-1), ``n_features_in_``, ``n_train_`` (rows
+    trained on), ``loss_curve_`` (training loss per epoch run), ``validation_curve_`` (held-out
+    NLL per epoch run; empty without held-out rows), ``best_epoch_`` (the epoch, from 1, whose
+    weights are kept), ``stopped_by_`` ("patience": the rule; "cap": ``epochs``, or no held-out
+    rows), ``dropout_rates_`` (mean p_drop per site), ``rate_history_`` ((epochs run + 1, sites):
+    the rates at the start and after each epoch), ``predict_seed_``.
     """
 
     def __init__(self, dropout="concrete", p=0.1, n_samples=50, network="mlp", image_shape=None, features=256,
                  hidden=(256, 256, 256), temperature=0.1, weight_regularizer=3.5e-6, dropout_regularizer=None,
                  weight_term="kl", mc_sampler="relaxed", insert_dropout=False, n_classes=None, standardize="auto",
-                 optimizer="adam", lr=1e-3, epochs=50, batch_size=128, early_stopping=True, validation_fraction=0.2,
-                 patience=5, mc_expand="dropout", predict_batch_size=None, device="cpu", random_state=None,
-                 progress=False):
+                 optimizer="adam", lr=1e-3, epochs=50, batch_size=128, early_stopping=True,
+                 validation_fraction=DEFAULT_VALIDATION_FRACTION, patience=DEFAULT_PATIENCE, mc_expand="dropout",
+                 predict_batch_size=None, device="cpu", random_state=None, progress=False):
         self.dropout = dropout
         self.p = p
         self.n_samples = n_samples
@@ -266,8 +311,8 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
             lr=check_float(self.lr, "lr", strictly_positive=True),
             epochs=check_int(self.epochs, "epochs", min_value=0),
             batch_size=check_int(self.batch_size, "batch_size", min_value=1),
-            validation_fraction=check_float(self.validation_fraction, "validation_fraction", strictly_positive=True),
-            patience=check_int(self.patience, "patience", min_value=1),
+            validation_fraction=check_validation_fraction(self.validation_fraction),
+            patience=check_patience(self.patience),
             mc_expand=check_choice(self.mc_expand, "mc_expand", EXPANDS),
             predict_batch_size=(None if self.predict_batch_size is None else
                                 check_int(self.predict_batch_size, "predict_batch_size", min_value=1)),
@@ -276,8 +321,6 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
         )
         if s["p"] >= 1.0:
             raise ValueError(f"p must lie in [0, 1), got {self.p}")
-        if s["validation_fraction"] >= 1.0:
-            raise ValueError(f"validation_fraction must lie in (0, 1), got {self.validation_fraction}")
         if self.n_classes is not None:
             s["n_classes"] = check_int(self.n_classes, "n_classes", min_value=2)
         else:
@@ -331,9 +374,11 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y, *, validation_data=None):
-        """Train on X (n, p) and labels y in 0..K-1. ``validation_data=(X_val, y_val)`` replaces the
-        random validation split (use it when rows are augmented copies of the same object, so that
-        the split can be made by object: spec pitfall 11)."""
+        """Train on X (n, p) and labels y in 0..K-1, early-stopping on held-out rows (module docstring).
+
+        ``validation_data=(X_val, y_val)`` replaces the held-out draw of ``validation_fraction`` of
+        the rows (use it when rows are augmented copies of the same object, so that the split can be
+        made by object: spec pitfall 11). No rows are held out with ``epochs=0`` (nothing to stop)."""
         s = self._settings()
         X, y = validate_fit_data(self, X, y, min_samples=2, require_nonconstant_y=False)
         y, k = check_labels(y, s["n_classes"])
@@ -346,8 +391,10 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
             if yv.shape != (Xv.shape[0],):
                 raise ValueError(f"validation_data: y_val must have shape ({Xv.shape[0]},), got {yv.shape}")
             yv, _ = check_labels(yv, k)
-        elif self.early_stopping and s["epochs"] > 0:
-            X, y, Xv, yv = self._split(X, y, s["validation_fraction"], split_seed)
+        elif self.early_stopping and s["epochs"] > 0 and s["validation_fraction"] > 0:
+            train_rows, val_rows = holdout_split(X.shape[0], s["validation_fraction"], split_seed,
+                                                 batch_size=s["batch_size"], classes=y)
+            X, y, Xv, yv = X[train_rows], y[train_rows], X[val_rows], y[val_rows]
         else:
             Xv = yv = None
         self.classes_ = np.arange(k)
@@ -377,8 +424,13 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
 
         The optimiser and learning rate of `fit` (a fresh optimiser state), the input
         standardisation of `fit` kept, the dropout regulariser scaled by the new N (spec §2.9 step
-        3, "same method, same optimiser"); early stopping on ``validation_data=(X_val, y_val)``
-        when given, else all ``epochs``. Labels must lie in the fitted classes 0..K-1.
+        3, "same method, same optimiser"); early stopping (``patience``, best weights restored) on
+        ``validation_data=(X_val, y_val)`` when given, else all ``epochs`` on every row of X:
+        fine-tuning draws no held-out share of its own, because its data are often a few newly
+        labelled rows (`AutoLabeler`'s rounds) that are better trained on, and a fixed, held-out
+        set (e.g. the source validation rows) is the meaningful yardstick. ``validation_curve_``,
+        ``best_epoch_`` and ``stopped_by_`` then describe the fine-tuning run. Labels must lie in
+        the fitted classes 0..K-1.
         ``random_state``: an int seeds the batch order and dropout noise; None draws a fresh seed.
         """
         check_fitted(self, ["net_"])
@@ -419,20 +471,6 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
 
         return _Seeded()
 
-    @staticmethod
-    def _split(X, y, fraction, seed):
-        from sklearn.model_selection import train_test_split
-
-        counts = np.bincount(y)
-        strat = y if counts[counts > 0].min() >= 2 else None
-        n_val = max(1, int(round(fraction * X.shape[0])))
-        if n_val >= X.shape[0]:
-            raise ValueError(f"validation_fraction={fraction} leaves no training rows out of {X.shape[0]}")
-        if strat is not None and n_val < len(np.unique(y)):
-            strat = None
-        Xt, Xv, yt, yv = train_test_split(X, y, test_size=n_val, random_state=seed % (2**32), stratify=strat)
-        return Xt, yt, Xv, yv
-
     def _tensor(self, X: np.ndarray, s: dict | None = None) -> torch.Tensor:
         dev = s["device"] if s is not None else next(self.net_.parameters()).device
         x = torch.as_tensor((X - self.x_mean_) / self.x_scale_, dtype=torch.float32).to(dev)
@@ -456,6 +494,13 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
                              f"{tuple(out.shape)}")
 
     def _train(self, net, X, y, Xv, yv, s) -> None:
+        """Mini-batch training (module docstring's loss) for at most ``epochs`` epochs, one
+        permutation of the rows per epoch from torch's global generator (seeded by the caller).
+
+        With held-out rows (Xv, yv), `_mean_net_nll` is scored after each epoch (`EarlyStopping`,
+        tolerance ``_MIN_DELTA``); with ``early_stopping`` training ends after ``patience`` epochs
+        without improvement and ``net`` gets its best epoch's weights back. Sets ``loss_curve_``,
+        ``validation_curve_``, ``best_epoch_``, ``stopped_by_`` and ``rate_history_``."""
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -473,9 +518,10 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
         params = [p for p in net.parameters() if p.requires_grad]
         sites = [m for m in net.modules() if isinstance(m, StochasticDropout)]
         history = [[float(m.p_drop.detach().float().mean()) for m in sites]]
-        curve, val_curve = [], []
-        best, best_epoch, bad = np.inf, 0, 0
-        best_state = None
+        curve = []
+        validated = Xv is not None and s["epochs"] > 0
+        stopper = EarlyStopping(s["patience"], 1, min_delta=_MIN_DELTA) if validated else None
+        best = best_copy(net) if validated and self.early_stopping else None
         if s["epochs"] > 0:
             opt_cls = torch.optim.Adam if s["optimizer"] == "adam" else torch.optim.RMSprop
             opt = opt_cls(params, lr=s["lr"])
@@ -488,7 +534,7 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
                        TimeElapsedColumn())
             with Progress(*columns, console=Console(stderr=True), disable=not self.progress) as bar:
                 task = bar.add_task("MC dropout", total=s["epochs"])
-                for epoch in range(s["epochs"]):
+                for _ in range(s["epochs"]):
                     net.train()
                     perm = torch.randperm(n).to(dev)
                     total = 0.0
@@ -504,27 +550,33 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
                     curve.append(total / n)
                     history.append([float(m.p_drop.detach().float().mean()) for m in sites])
                     desc = f"MC dropout loss {curve[-1]:.3f}"
-                    if xv is not None:
+                    if stopper is not None:
                         v = self._mean_net_nll(net, xv, yvt, s)
-                        val_curve.append(v)
+                        improved = stopper.update([v])
+                        if best is not None:
+                            copy_best_members(best, net, improved)
                         desc += f" val NLL {v:.3f}"
-                        if v < best - 1e-6:
-                            best, best_epoch, bad = v, epoch + 1, 0
-                            best_state = copy.deepcopy(net.state_dict())
-                        else:
-                            bad += 1
                     bar.update(task, advance=1, description=desc)
-                    if xv is not None and self.early_stopping and bad >= s["patience"]:
+                    if best is not None and stopper.done:
                         break
-            if best_state is not None and self.early_stopping:
-                net.load_state_dict(best_state)
         net.eval()
-        self.loss_curve_ = np.asarray(curve)
-        self.val_nll_curve_ = np.asarray(val_curve)
-        self.best_epoch_ = best_epoch if best_state is not None else len(curve)
+        self.loss_curve_ = np.asarray(curve, dtype=np.float64)
         self.rate_history_ = np.asarray(history).reshape(len(history), len(sites))
+        self.stopped_by_ = "cap"
+        self.best_epoch_ = len(curve)
+        if stopper is None:
+            self.validation_curve_ = np.zeros(0)
+            return
+        self.validation_curve_ = np.asarray(stopper.curve, dtype=np.float64).reshape(-1)
+        if best is not None and stopper.best_epoch[0] > 0:  # 0: no finite held-out NLL, keep the last weights
+            net.load_state_dict(best.state_dict())
+            net.eval()
+            self.best_epoch_ = int(stopper.best_epoch[0])
+            self.stopped_by_ = "patience" if stopper.done else "cap"
 
     def _mean_net_nll(self, net, xv, yv, s) -> float:
+        """Held-out NLL of the mean network (eval mode: dropout off, BatchNorm's running
+        statistics), -(1/N_val) Σ log softmax(f(x))_y in float64 (module docstring)."""
         net.eval()
         total = 0.0
         with torch.no_grad():
@@ -599,6 +651,7 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
             image_shape=None if self.image_shape_ is None else [int(d) for d in self.image_shape_],
             n_train=int(self.n_train_),
             best_epoch=int(self.best_epoch_),
+            stopped_by=self.stopped_by_,
             predict_seed=int(self.predict_seed_),
             dropout_rates=[float(r) for r in self.dropout_rates_],
             user_network=type(self.network).__name__ if user else None,
@@ -635,12 +688,16 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
             est.classes_ = np.arange(k)
             est.n_classes_ = k
             est.image_shape_ = None if fitted["image_shape"] is None else tuple(int(d) for d in fitted["image_shape"])
+            if "validation_curve" not in tensors and "val_nll_curve" in tensors:  # a file from before issue 19
+                tensors = dict(tensors, validation_curve=tensors["val_nll_curve"])
             for name in _FITTED_TENSORS:
                 setattr(est, name, tensors[name.rstrip("_")].double().numpy())
             if est.x_mean_.shape != (p,) or est.x_scale_.shape != (p,):
                 raise ValueError(f"{where} is a {cls.__name__} file with inconsistent tensor shapes (corrupted?)")
             est.n_train_ = int(fitted["n_train"])
             est.best_epoch_ = int(fitted["best_epoch"])
+            # files written before validated fitting do not say why training ended: "cap"
+            est.stopped_by_ = check_choice(fitted.get("stopped_by", "cap"), "stopped_by", STOPPED_BY)
             est.predict_seed_ = int(fitted["predict_seed"])
             est.dropout_rates_ = [float(r) for r in fitted["dropout_rates"]]
             with cls._rng(0, torch.device("cpu")):  # the init is overwritten; keep the caller's RNG as it was

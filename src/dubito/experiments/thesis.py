@@ -284,6 +284,8 @@ def _model(dataset: str, method: str, seed: int, s: dict, data: _Data, device: s
         # β = factor / N_train (spec §2.4 sensitivity); absent: the classifier's KL-consistent 1/N_train
         dropout_regularizer=(float(s["beta_factor"]) / len(data.y_tr)) if "beta_factor" in s else None,
         n_classes=data.K, device=device,
+        # the thesis's fixed validation split (validation_data below) replaces the held-out draw; 0: none drawn
+        validation_fraction=0.0,
         random_state=_model_seed(seed), progress=progress)
     t0 = time.perf_counter()
     est.fit(data.X_tr, data.y_tr, validation_data=(data.X_val, data.y_val))
