@@ -73,7 +73,8 @@ def main(argv=None) -> None:
     wall, cpu = time.perf_counter() - t0, _cpu_seconds() - c0
     m = next(iter(result.variants.values()))
     diag = result.info.get("diagnostics", {})
-    rhat = max(diag.get("rhat_mean") or [float("nan")])
+    rhat = diag.get("rhat_mean")  # the max over the monitored rows (a per-row list before issue 19)
+    rhat = float("nan") if rhat is None else max(rhat) if isinstance(rhat, list) else float(rhat)
     chains = ", ".join(f"{s:.0f}" for s in diag.get("chain_seconds", []))
     print(f"W1 x 1000 {m['w1']:.1f}; test RMSE {m['rmse']:.4f}, NLL {m['nll']:.3f}, WEPI-95 {m['wepi_95']:.3f}, "
           f"coverage {m['coverage_95']:.3f}")

@@ -39,7 +39,8 @@ def run(
     _one_thread()
     overrides = {} if epochs is None else {"epochs": epochs}
     try:
-        result = run_job(data, method, out, split=split, seed=seed, device=device, progress=not quiet, **overrides)
+        result = run_job(data, method, out, split=split, seed=seed, device=device, progress=not quiet,
+                         print_convergence=False, **overrides)
     except (ValueError, FileNotFoundError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2)
@@ -51,6 +52,8 @@ def run(
         table.add_row(name, *(f"{summary[key]:.4g}" for key, _ in TABLE_COLUMNS))
     console.print(table)
     console.print(f"fit: {result.fit_seconds:.1f} s; report: {result.files[0]}")
+    if result.convergence is not None:  # below the table, where it is read
+        console.print(result.convergence, style="bold yellow", markup=False, highlight=False, soft_wrap=True)
 
 
 def _names(value: str | None) -> list[str] | None:

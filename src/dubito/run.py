@@ -6,6 +6,12 @@ CRPS, coverage@95 and calibration error, and writes ``DIR/report.md`` with PNG p
 ensemble the Bayesian correction is post-hoc, so both the standard ("DE") and the corrected
 ("DE+Bayes", Hoffmann & Elster eq. 36) predictive come from one fit and are reported side
 by side.
+
+Methods that sample or run variational inference expose ``diagnostics_`` (the schema of
+`dubito.inference.convergence`). When it says the fit did not converge (max split R-hat of the
+predictive mean above 1.1, or an optimiser stopped at its cap), ``run`` prints one line saying so
+and what to change, and report.md gets a "## Convergence" section with the numbers; a converged
+fit gets a one-line section.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import matplotlib.pyplot as plt
 import dubito
 from dubito import data as datasets
 from dubito import metrics, plots
+from dubito.inference.convergence import convergence_line, convergence_section
 from dubito.io import atomic_write_text
 from dubito.methods import get_method
 
@@ -43,6 +50,22 @@ class RunResult:
     fit_seconds: float
     summaries: dict[str, dict[str, float]]
     files: list[Path] = field(default_factory=list)
+    #: the model's ``diagnostics_`` (None for methods without one) and the console line when it
+    #: did not converge (else None)
+    diagnostics: dict | None = None
+    convergence: str | None = None
+
+
+def convergence_hint(model) -> str:
+    """What to change when ``model`` did not converge: its settings that lengthen the run."""
+    params = model.get_params()
+    for keys in (("n_burnin", "n_keep"), ("num_warmup", "num_samples"), ("nuts_warmup", "nuts_samples")):
+        if all(k in params for k in keys) and (keys[0] != "nuts_warmup" or params.get("inference") == "nuts"):
+            return f"run longer ({' / '.join(keys)})"
+    for key in ("vi_max_iter", "max_epochs", "epochs"):
+        if key in params:
+            return f"raise the iteration cap ({key})"
+    return "run longer"
 
 
 def _variants(model, X_test, method: str):
@@ -63,9 +86,12 @@ def run(
     seed: int = 0,
     device: str = "cpu",
     progress: bool = True,
+    print_convergence: bool = True,
     **overrides,
 ) -> RunResult:
-    """Fit ``method`` on split ``split`` of ``data``, score it on the test part, write the report."""
+    """Fit ``method`` on split ``split`` of ``data``, score it on the test part, write the report.
+
+    ``print_convergence``: print the convergence line here (the CLI prints it below its table)."""
     dataset = datasets.load(data)
     if not 0 <= split < dataset.n_splits:
         raise ValueError(f"split {split} out of range: {data} has {dataset.n_splits} splits")
@@ -77,6 +103,14 @@ def run(
     preds = _variants(model, X_te, method)
     summaries = {name: metrics.regression_summary(pred, y_te) for name, pred in preds.items()}
     result = RunResult(data, method, split, len(y_tr), len(y_te), fit_seconds, summaries)
+    diag = getattr(model, "diagnostics_", None)
+    if isinstance(diag, dict):
+        result.diagnostics = diag
+        result.convergence = convergence_line(diag, convergence_hint(model))
+        if result.convergence is not None and print_convergence:
+            from rich.console import Console
+
+            Console().print(result.convergence, style="bold yellow", markup=False, highlight=False, soft_wrap=True)
     result.files = write_report(result, preds, X_te, y_te, Path(out), model)
     return result
 
@@ -119,6 +153,10 @@ def write_report(result: RunResult, preds, X_test, y_test, out: Path, model) -> 
         "coverage is the fraction of test responses inside the equal-tailed central interval; "
         "calibration error as defined in `dubito.metrics.calibration_error`.",
         "",
+    ]
+    if result.diagnostics is not None:
+        lines += convergence_section(result.diagnostics, convergence_hint(model))
+    lines += [
         "![calibration](calibration.png)",
         "",
         "![PIT](pit.png)",

@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
+import torch
 
 from dubito.inference.diagnostics import ConvergenceWarning, ess_bulk
 from dubito.predictive import GaussianMixture
@@ -112,3 +113,87 @@ def test_bad_settings():
         NUTSNetworkRegressor(activation="softmax", progress=False).fit(X, y)
     with pytest.raises(ValueError, match="not fitted"):
         NUTSNetworkRegressor().predict(X)
+
+
+# ---------------------------------------------------------------------- diagnostics and persistence
+@pytest.fixture(scope="module")
+def small_nuts():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(30, 2))
+    y = np.tanh(X[:, 0]) + 0.3 * rng.normal(size=30) + 3.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # short chains
+        est = NUTSNetworkRegressor(hidden=(3,), num_warmup=30, num_samples=16, max_tree_depth=4, random_state=1,
+                                   progress=False).fit(X, y)
+    return est, X, y, rng.normal(size=(6, 2)), rng.normal(size=6) + 3.0
+
+
+def test_diagnostics_schema_from_the_traces(small_nuts):
+    """The shared keys are split R-hat / bulk ESS of the stored traces, and the traces are what
+    they claim: g(x; w_s) at the monitored rows (= sample_functions) and the mean train
+    log-likelihood per draw, recomputed here from the draws with scipy's normal density."""
+    from scipy.stats import norm
+
+    from dubito.inference.convergence import RHAT_CONVERGED, SCHEMA_KEYS
+    from dubito.inference.diagnostics import split_rhat
+
+    est, X, y, _, _ = small_nuts
+    d = est.diagnostics_
+    assert set(SCHEMA_KEYS) <= set(d)
+    C, S = est.noise_sd_draws_.shape
+    f = est.sample_functions(X)  # (C*S, n) chain-major
+    np.testing.assert_allclose(est.monitor_trace_, f[:, est.monitor_rows_].reshape(C, S, -1), rtol=1e-12, atol=1e-12)
+    ll = norm.logpdf(y[None, :], f, est.noise_sd_draws_.reshape(-1, 1)).mean(1).reshape(C, S)
+    np.testing.assert_allclose(est.loglik_trace_, ll, rtol=1e-10)
+    assert d["rhat_mean"] == np.max(split_rhat(est.monitor_trace_))
+    assert d["rhat_loglik"] == split_rhat(est.loglik_trace_)
+    assert isinstance(d["ess_mean"], float) and isinstance(d["ess_loglik"], float)
+    assert isinstance(d["divergences"], int) and d["divergences"] == int(np.sum(d["divergences_per_chain"]))
+    assert 0.0 <= d["acceptance"] <= 1.0 and d["acceptance"] == pytest.approx(np.mean(d["acceptance_rate"]))
+    assert d["stopped_by_cap"] is False
+    assert d["converged"] is bool(d["rhat_mean"] <= RHAT_CONVERGED)
+    for key in ("rhat_function", "ess_function", "max_rhat", "min_ess", "rhat_noise", "step_size", "seconds"):
+        assert key in d  # the keys this estimator had before the shared schema
+
+
+def test_save_load_round_trip_gives_identical_predictions(small_nuts, tmp_path):
+    est, _, _, Xq, yq = small_nuts
+    path = tmp_path / "nuts.safetensors"
+    est.save(path)
+    back = NUTSNetworkRegressor.load(path)
+    assert back.get_params() == est.get_params()
+    a, b = est.predict_distribution(Xq), back.predict_distribution(Xq)
+    np.testing.assert_array_equal(a.mean, b.mean)
+    np.testing.assert_array_equal(a.var, b.var)
+    np.testing.assert_array_equal(a.log_prob(yq), b.log_prob(yq))
+    for key in ("rhat_mean", "ess_mean", "rhat_loglik", "ess_loglik", "divergences", "acceptance", "converged",
+                "max_rhat", "min_ess"):
+        assert back.diagnostics_[key] == est.diagnostics_[key] or (np.isnan(back.diagnostics_[key])
+                                                                   and np.isnan(est.diagnostics_[key]))
+
+
+def test_save_before_fit_and_bad_files_are_refused(small_nuts, tmp_path):
+    from dubito import io
+    from dubito._validation import NotFittedError
+
+    est = small_nuts[0]
+    with pytest.raises(NotFittedError, match="not fitted"):
+        NUTSNetworkRegressor().save(tmp_path / "x.safetensors")
+    p = tmp_path / "m.safetensors"
+    est.save(p)
+    data = p.read_bytes()
+    (tmp_path / "t.safetensors").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="corrupted or truncated"):
+        NUTSNetworkRegressor.load(tmp_path / "t.safetensors")
+    io.save_tensors(tmp_path / "other.safetensors", {"w": torch.zeros(2)}, "DeepNoiseRegressor", {})
+    with pytest.raises(ValueError, match="holds a DeepNoiseRegressor"):
+        NUTSNetworkRegressor.load(tmp_path / "other.safetensors")
+    tensors, settings = io.load_tensors(p, "NUTSNetworkRegressor")
+    io.save_tensors(tmp_path / "shape.safetensors", dict(tensors, samples=tensors["samples"][:, :, :-2]),
+                    "NUTSNetworkRegressor", settings)
+    with pytest.raises(ValueError, match="inconsistent"):
+        NUTSNetworkRegressor.load(tmp_path / "shape.safetensors")
+    del tensors["loglik_trace"]
+    io.save_tensors(tmp_path / "missing.safetensors", tensors, "NUTSNetworkRegressor", settings)
+    with pytest.raises(ValueError, match="inconsistent contents"):
+        NUTSNetworkRegressor.load(tmp_path / "missing.safetensors")

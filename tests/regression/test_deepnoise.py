@@ -10,6 +10,7 @@ import torch
 from scipy.stats import norm
 
 from dubito._validation import NotFittedError
+from dubito.inference.convergence import RHAT_CONVERGED, SCHEMA_KEYS
 from dubito.inference.diagnostics import ConvergenceWarning, ess_bulk, split_rhat
 from dubito.regression import deepnoise
 from dubito.regression import deepnoise_checkpoint as ck
@@ -319,12 +320,18 @@ def test_paper_code_preset(data, tmp_path):
 # ---------------------------------------------------------------------- diagnostics
 def test_diagnostics_are_split_rhat_and_bulk_ess_of_the_traces(model):
     d = model.diagnostics_
+    assert set(SCHEMA_KEYS) <= set(d)
     assert d["rhat_loglik"] == split_rhat(model.loglik_trace_)
     assert d["ess_loglik"] == ess_bulk(model.loglik_trace_)
-    np.testing.assert_array_equal(d["rhat_mean"], split_rhat(model.monitor_trace_))
-    np.testing.assert_array_equal(d["ess_mean"], ess_bulk(model.monitor_trace_))
-    assert d["max_rhat"] == max(d["rhat_loglik"], d["rhat_mean"].max())
-    assert d["min_ess"] == min(d["ess_loglik"], d["ess_mean"].min())
+    np.testing.assert_array_equal(d["rhat_mean_rows"], split_rhat(model.monitor_trace_))
+    np.testing.assert_array_equal(d["ess_mean_rows"], ess_bulk(model.monitor_trace_))
+    assert d["rhat_mean"] == d["rhat_mean_rows"].max() and d["ess_mean"] == d["ess_mean_rows"].min()
+    assert d["max_rhat"] == max(d["rhat_loglik"], d["rhat_mean"])
+    assert d["min_ess"] == min(d["ess_loglik"], d["ess_mean"])
+    # a Gibbs sampler: no divergences or acceptance, never "stopped by cap"; the shared rule
+    assert d["divergences"] is None and np.isnan(d["acceptance"]) and d["stopped_by_cap"] is False
+    assert d["converged"] is bool(d["rhat_mean"] <= RHAT_CONVERGED)
+    assert isinstance(d["within_thresholds"], bool)
 
 
 def test_convergence_warning_when_chains_disagree(model):
@@ -337,11 +344,17 @@ def test_convergence_warning_when_chains_disagree(model):
     m.monitor_trace_ = rng.normal(size=(2, 400, 3))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert m._diagnostics(warn=True)["converged"] is True
+        d = m._diagnostics(warn=True)
+    assert d["converged"] is True and d["within_thresholds"] is True
     m.loglik_trace_[1] += 5.0
     with pytest.warns(ConvergenceWarning, match="R-hat"):
         d = m._diagnostics(warn=True)
-    assert d["converged"] is False and d["rhat_loglik"] > 1.05
+    # the warning's stricter rule reads the log-likelihood too; `converged` reads the predictive mean
+    assert d["within_thresholds"] is False and d["rhat_loglik"] > 1.05 and d["converged"] is True
+    m.monitor_trace_[1] += 5.0
+    with pytest.warns(ConvergenceWarning, match="R-hat"):
+        d = m._diagnostics(warn=True)
+    assert d["converged"] is False and d["rhat_mean"] > RHAT_CONVERGED
 
 
 def test_short_run_warns(data):

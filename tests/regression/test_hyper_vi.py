@@ -204,6 +204,30 @@ def test_stops_after_first_epoch_at_min_lr():
     assert np.isfinite(est.loss_curve_).all() and (est.min_knn_distance_ > 0).all()
 
 
+def test_diagnostics_say_whether_the_schedule_or_the_cap_ended_the_run(tmp_path):
+    """The stopping rule is the first epoch at lr <= min_lr: a run the schedule ends (as in the test
+    above) is converged; 2 epochs at lr 5e-3 > min_lr end at the cap: stopped_by_cap, not converged."""
+    from dubito.inference.convergence import SCHEMA_KEYS
+
+    X, y = _data(n=30)
+    ruled = HyperVIRegressor(space="parameter", noise_std=1.0, random_state=0, lr=4e-4, lr_factor=0.5, patience=0,
+                             min_lr=1e-4, **{**TINY, "max_epochs": 50}).fit(X, y)
+    capped = HyperVIRegressor(space="parameter", noise_std=1.0, random_state=0, **TINY).fit(X, y)
+    for est in (ruled, capped):
+        d = est.diagnostics_
+        assert set(SCHEMA_KEYS) <= set(d)
+        assert all(math.isnan(d[k]) for k in ("rhat_mean", "ess_mean", "rhat_loglik", "ess_loglik", "acceptance"))
+        assert d["divergences"] is None and isinstance(d["converged"], bool) and d["n_epochs"] == est.n_epochs_
+    assert ruled.n_epochs_ < 50 and ruled.diagnostics_["stopped_by_cap"] is False and ruled.diagnostics_["converged"]
+    assert capped.n_epochs_ == 2 and capped.diagnostics_["stopped_by_cap"] is True
+    assert capped.diagnostics_["converged"] is False
+    capped.save(tmp_path / "m.safetensors")
+    back = HyperVIRegressor.load(tmp_path / "m.safetensors").diagnostics_
+    assert back.keys() == capped.diagnostics_.keys()
+    for key, value in capped.diagnostics_.items():
+        assert back[key] == value or (isinstance(value, float) and math.isnan(value) and math.isnan(back[key]))
+
+
 def test_max_epochs_and_loss_decreases_on_wave():
     X, y = _wave()
     est = HyperVIRegressor(space="parameter", noise_std=0.1, activation="tanh", standardize=False, random_state=0,

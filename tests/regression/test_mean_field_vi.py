@@ -6,10 +6,17 @@ posterior mean and the variances are 1 / diag(posterior precision) (Bishop 2006,
 and with hidden=() our objective is deterministic (the output layer is integrated exactly),
 so a full-batch Adam run converges to it to float precision.
 """
+import json
+
 import numpy as np
 import pytest
+import torch
 
+from dubito import io
+from dubito._validation import NotFittedError
+from dubito.inference.convergence import SCHEMA_KEYS, still_improving
 from dubito.predictive import GaussianMixture
+from dubito.regression.bnn_nuts import NUTSNetworkRegressor
 from dubito.regression.mean_field_vi import MeanFieldVIRegressor
 
 
@@ -108,3 +115,80 @@ def test_bad_settings_and_inputs():
         MeanFieldVIRegressor(progress=False).fit(X, np.ones(20))
     with pytest.raises(ValueError, match="not fitted"):
         MeanFieldVIRegressor().predict_distribution(X)
+
+
+# ---------------------------------------------------------------------- diagnostics
+def test_diagnostics_schema_and_the_stopped_by_cap_rule():
+    """No chain: R-hat / ESS NaN. The linear model's deterministic objective reaches its optimum
+    (first test) and flattens -> converged; 5 epochs of a 2-layer net are still falling -> stopped
+    by the cap, not converged (the rule: `still_improving` of the loss curve)."""
+    X, y = _linear_data()
+    flat = MeanFieldVIRegressor(hidden=(), noise_sd=0.5, epochs=1500, lr=3e-2, batch_size=len(y), random_state=0,
+                                progress=False).fit(X, y)
+    short = MeanFieldVIRegressor(hidden=(8, 8), epochs=5, lr=1e-3, random_state=0, progress=False).fit(X, y)
+    for est in (flat, short):
+        d = est.diagnostics_
+        assert set(SCHEMA_KEYS) <= set(d)
+        assert all(np.isnan(d[k]) for k in ("rhat_mean", "ess_mean", "rhat_loglik", "ess_loglik", "acceptance"))
+        assert d["divergences"] is None and isinstance(d["stopped_by_cap"], bool) and isinstance(d["converged"], bool)
+        assert d["stopped_by_cap"] is still_improving(est.loss_curve_) and d["n_epochs"] == len(est.loss_curve_)
+    assert flat.diagnostics_["converged"] is True and flat.diagnostics_["stopped_by_cap"] is False
+    assert short.diagnostics_["converged"] is False and short.diagnostics_["stopped_by_cap"] is True
+
+
+# ---------------------------------------------------------------------- persistence
+@pytest.fixture(scope="module")
+def small_model():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(60, 3))
+    y = np.sin(X[:, 0]) + 0.2 * rng.normal(size=60) + 5.0
+    est = MeanFieldVIRegressor(hidden=(6, 4), epochs=20, batch_size=16, n_samples=50, random_state=2,
+                               progress=False).fit(X, y)
+    return est, rng.normal(size=(7, 3)), rng.normal(size=7) + 5.0
+
+
+def test_save_load_round_trip_gives_identical_predictions(small_model, tmp_path):
+    est, Xq, yq = small_model
+    path = tmp_path / "mfvi.safetensors"
+    est.save(path)
+    back = MeanFieldVIRegressor.load(path, device="cpu")
+    assert back.get_params() == est.get_params()
+    a, b = est.predict_distribution(Xq), back.predict_distribution(Xq)
+    np.testing.assert_array_equal(a.mean, b.mean)
+    np.testing.assert_array_equal(a.var, b.var)
+    np.testing.assert_array_equal(a.log_prob(yq), b.log_prob(yq))
+    np.testing.assert_array_equal(back.loss_curve_, est.loss_curve_)
+    assert back.noise_sd_ == est.noise_sd_ and back.n_train_ == est.n_train_
+    assert back.diagnostics_["stopped_by_cap"] == est.diagnostics_["stopped_by_cap"]
+    # the check can fail: another seed's draws give other predictions
+    assert not np.array_equal(est.predict_distribution(Xq, random_state=1).mean, a.mean)
+    with open(path, "rb") as fh:  # safetensors with JSON metadata, not a pickle
+        header = json.loads(fh.read(int.from_bytes(fh.read(8), "little")))
+    assert header["__metadata__"]["dubito_class"] == "MeanFieldVIRegressor"
+
+
+def test_save_before_fit_and_bad_files_are_refused(small_model, tmp_path):
+    est, _, _ = small_model
+    with pytest.raises(NotFittedError, match="not fitted"):
+        MeanFieldVIRegressor().save(tmp_path / "x.safetensors")
+    garbage = tmp_path / "garbage.safetensors"
+    garbage.write_bytes(b"not a model" * 20)
+    with pytest.raises(ValueError, match="not a readable safetensors"):
+        MeanFieldVIRegressor.load(garbage)
+    p = tmp_path / "m.safetensors"
+    est.save(p)
+    data = p.read_bytes()
+    (tmp_path / "t.safetensors").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="corrupted or truncated"):
+        MeanFieldVIRegressor.load(tmp_path / "t.safetensors")
+    with pytest.raises(ValueError, match="holds a MeanFieldVIRegressor, not a NUTSNetworkRegressor"):
+        NUTSNetworkRegressor.load(p)
+    tensors, settings = io.load_tensors(p, "MeanFieldVIRegressor")
+    bad = dict(tensors, **{"q.W_mu.0": torch.zeros(2, 2, dtype=torch.float64)})
+    io.save_tensors(tmp_path / "shape.safetensors", bad, "MeanFieldVIRegressor", settings)
+    with pytest.raises(ValueError, match="inconsistent"):
+        MeanFieldVIRegressor.load(tmp_path / "shape.safetensors")
+    del tensors["x_scale"]
+    io.save_tensors(tmp_path / "missing.safetensors", tensors, "MeanFieldVIRegressor", settings)
+    with pytest.raises(ValueError, match="inconsistent contents"):
+        MeanFieldVIRegressor.load(tmp_path / "missing.safetensors")

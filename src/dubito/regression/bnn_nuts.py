@@ -25,6 +25,14 @@ function g(x; w) at up to 20 training inputs and of the noise sd, with divergenc
 acceptance rates; a ConvergenceWarning is raised when that R-hat exceeds ``rhat_threshold``
 (1.01, Vehtari et al. 2021, as in `run_nuts`) or any transition diverged.
 
+``diagnostics_`` also carries the shared schema of `dubito.inference.convergence` (classic
+split R-hat and bulk ESS of the predictive mean at the monitored rows and of the train
+log-likelihood (1/N) sum_i log N(y_i; g(x_i; w_s), 1/tau_s), total divergences, mean
+acceptance, ``converged`` at R-hat <= 1.1).
+
+Persistence: ``save(path)`` / ``load(path, device=None)``: the draws and the diagnostic traces
+as safetensors, the settings as JSON (`dubito.io`; no pickle).
+
 Prediction: the equal-weight mixture over all kept draws (chains x samples),
 (1/S) sum_s N(y; g(x; w_s), 1/tau_s), in the user's units, with ``noise_variances`` 1/tau_s.
 """
@@ -39,16 +47,19 @@ import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils import check_random_state
 
+from dubito import io
 from dubito._standardise import standardise_fit
 from dubito._validation import (
     check_bool,
     check_choice,
+    check_fitted,
     check_float,
     check_int,
     check_widths,
     validate_fit_data,
     validate_predict_data,
 )
+from dubito.inference.convergence import diagnostics_dict
 from dubito.inference.diagnostics import ConvergenceWarning, ess_bulk, rhat
 from dubito.inference.nuts import run_nuts
 from dubito.nn.batched import ACTIVATIONS
@@ -107,7 +118,10 @@ class NUTSNetworkRegressor(RegressorMixin, BaseEstimator):
     random_state : None or int; device : str, default "cpu"; progress : bool, default True.
 
     Fitted: ``samples_`` (chains, draws, dim) theta in standardised units; ``noise_sd_draws_``
-    (chains, draws) in y units; ``diagnostics_`` (dict); ``widths_``; ``x_mean_``, ``x_scale_``,
+    (chains, draws) in y units; ``monitor_rows_`` (training rows), ``monitor_trace_`` (chains,
+    draws, rows) g(x; w_s) there in y units; ``loglik_trace_`` (chains, draws) the mean train
+    log-likelihood per draw; ``nuts_info_`` (divergences, acceptance_rate, step_size per chain,
+    seconds); ``diagnostics_`` (dict, `_diagnostics`); ``widths_``; ``x_mean_``, ``x_scale_``,
     ``y_mean_``, ``y_scale_``.
     """
 
@@ -219,28 +233,59 @@ class NUTSNetworkRegressor(RegressorMixin, BaseEstimator):
 
         monitor = np.unique(np.round(np.linspace(0, n - 1, min(N_MONITOR, n))).astype(int))
         with torch.no_grad():
-            f_mon = _forward(theta.reshape(C * S, dim)[:, :n_w], Xs[monitor], widths, act).reshape(C, S, -1)
-        diag = dict(monitor_rows=monitor, divergences=res.divergences, acceptance_rate=res.acceptance_rate,
-                    step_size=res.step_size, seconds=res.seconds, rhat_threshold=s["rhat_threshold"],
-                    rhat_function=np.full(len(monitor), np.nan), ess_function=np.full(len(monitor), np.nan),
-                    rhat_noise=float("nan"), ess_noise=float("nan"))
-        if C * S >= 8 and S >= 4:
-            diag["rhat_function"] = np.atleast_1d(rhat(f_mon))
-            diag["ess_function"] = np.atleast_1d(ess_bulk(f_mon))
-            if learn_noise:
-                diag["rhat_noise"] = float(rhat(self.noise_sd_draws_))
-                diag["ess_noise"] = float(ess_bulk(self.noise_sd_draws_))
-        diag["max_rhat"] = float(np.nanmax(np.r_[diag["rhat_function"], diag["rhat_noise"]])) \
-            if np.any(np.isfinite(np.r_[diag["rhat_function"], diag["rhat_noise"]])) else float("nan")
-        diag["min_ess"] = float(np.nanmin(np.r_[diag["ess_function"], diag["ess_noise"]])) \
-            if np.any(np.isfinite(np.r_[diag["ess_function"], diag["ess_noise"]])) else float("nan")
-        self.diagnostics_ = diag
-        self._warn(diag)
+            flat = theta.reshape(C * S, dim)[:, :n_w]
+            f_mon = _forward(flat, Xs[monitor], widths, act).reshape(C, S, -1)
+            # (1/N) sum_i log N(y_i; g(x_i; w_s), noise_sd_s^2) in y units, per draw
+            sd_std = torch.as_tensor(self.noise_sd_draws_.reshape(-1) / self.y_scale_, dtype=torch.float64,
+                                     device=flat.device)
+            step = max(1, (1 << 23) // max(1, n * max(widths)))  # draws per chunk: <= 64 MB activations
+            parts = []
+            for i in range(0, C * S, step):
+                resid = ys[None, :] - _forward(flat[i:i + step], Xs, widths, act)
+                sd_i = sd_std[i:i + step, None]
+                parts.append((-0.5 * math.log(2 * math.pi) - torch.log(sd_i) - 0.5 * (resid / sd_i) ** 2).mean(1))
+            ll = torch.cat(parts) - math.log(self.y_scale_)
+        self.monitor_rows_ = monitor
+        self.monitor_trace_ = f_mon.cpu().numpy() * self.y_scale_ + self.y_mean_
+        self.loglik_trace_ = ll.reshape(C, S).cpu().numpy()
+        self.nuts_info_ = dict(divergences=np.asarray(res.divergences), acceptance_rate=np.asarray(res.acceptance_rate),
+                               step_size=np.asarray(res.step_size), seconds=float(res.seconds))
+        self.diagnostics_ = self._diagnostics(s["rhat_threshold"])
+        self._warn(self.diagnostics_)
         return self
+
+    def _diagnostics(self, rhat_threshold: float) -> dict:
+        """The shared schema (`dubito.inference.convergence`: split R-hat / bulk ESS of the
+        predictive mean at ``monitor_rows_`` and of the train log-likelihood, divergences,
+        acceptance) plus this estimator's own keys: rank R-hat / bulk ESS per monitored row
+        (``rhat_function``, ``ess_function``) and of the noise sd, their extremes ``max_rhat`` /
+        ``min_ess`` (what the ConvergenceWarning reads), per-chain ``divergences_per_chain``,
+        ``acceptance_rate``, ``step_size``, ``seconds``."""
+        info = self.nuts_info_
+        f_mon, noise = self.monitor_trace_, self.noise_sd_draws_
+        C, S = noise.shape
+        learn_noise = self.noise_sd is None
+        extra = dict(monitor_rows=self.monitor_rows_, divergences_per_chain=info["divergences"],
+                     acceptance_rate=info["acceptance_rate"], step_size=info["step_size"], seconds=info["seconds"],
+                     rhat_threshold=rhat_threshold,
+                     rhat_function=np.full(f_mon.shape[2], np.nan), ess_function=np.full(f_mon.shape[2], np.nan),
+                     rhat_noise=float("nan"), ess_noise=float("nan"))
+        if C * S >= 8 and S >= 4:
+            extra["rhat_function"] = np.atleast_1d(rhat(f_mon))
+            extra["ess_function"] = np.atleast_1d(ess_bulk(f_mon))
+            if learn_noise:
+                extra["rhat_noise"] = float(rhat(noise))
+                extra["ess_noise"] = float(ess_bulk(noise))
+        r_all = np.r_[extra["rhat_function"], extra["rhat_noise"]]
+        e_all = np.r_[extra["ess_function"], extra["ess_noise"]]
+        extra["max_rhat"] = float(np.nanmax(r_all)) if np.any(np.isfinite(r_all)) else float("nan")
+        extra["min_ess"] = float(np.nanmin(e_all)) if np.any(np.isfinite(e_all)) else float("nan")
+        return diagnostics_dict(sampler=True, mean_trace=f_mon, loglik_trace=self.loglik_trace_,
+                                divergences=info["divergences"], acceptance=info["acceptance_rate"], **extra)
 
     @staticmethod
     def _warn(diag: dict) -> None:
-        n_div = int(np.sum(diag["divergences"]))
+        n_div = int(diag["divergences"])
         if n_div:
             warnings.warn(f"NUTSNetworkRegressor: {n_div} divergent transition(s) after warm-up; the draws may "
                           "be biased — raise target_accept_prob", ConvergenceWarning, stacklevel=3)
@@ -271,6 +316,62 @@ class NUTSNetworkRegressor(RegressorMixin, BaseEstimator):
     def predict(self, X) -> np.ndarray:
         """Posterior predictive mean, y units, (N,)."""
         return self.sample_functions(X).mean(axis=0)
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path) -> None:
+        """Write the fitted model (all kept draws, the diagnostic traces, settings) to ``path``:
+        safetensors tensors + JSON settings, atomically; no pickle."""
+        check_fitted(self, ["samples_"])
+        info = self.nuts_info_
+        fitted = dict(n_features_in=int(self.n_features_in_), widths=[int(w) for w in self.widths_],
+                      n_weights=int(self.n_weights_), y_mean=float(self.y_mean_), y_scale=float(self.y_scale_),
+                      seconds=float(info["seconds"]), rhat_threshold=float(self.diagnostics_["rhat_threshold"]),
+                      feature_names_in=io.feature_names_json(self))
+        tensors = {"samples": self.samples_.to(torch.float64),
+                   "monitor_rows": torch.as_tensor(np.asarray(self.monitor_rows_), dtype=torch.int64)}
+        for key in ("noise_sd_draws", "x_mean", "x_scale", "monitor_trace", "loglik_trace"):
+            tensors[key] = torch.as_tensor(np.asarray(getattr(self, key + "_"), dtype=np.float64))
+        for key in ("divergences", "acceptance_rate", "step_size"):
+            tensors[f"nuts.{key}"] = torch.as_tensor(np.asarray(info[key], dtype=np.float64))
+        io.save_tensors(path, tensors, type(self).__name__, {"params": io.json_params(self), "fitted": fitted})
+
+    @classmethod
+    def load(cls, path, *, device=None) -> "NUTSNetworkRegressor":
+        """Read a model written by `save`; ``device`` overrides the saved device setting.
+        A corrupted, truncated or foreign file raises ``ValueError``."""
+        tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
+        with io.rebuilding(path, cls.__name__):
+            fitted = settings["fitted"]
+            est = cls(**io.params_from_json(settings["params"], tuples=("hidden", "noise_prior"), device=device))
+            s = est._settings()
+            p = int(fitted["n_features_in"])
+            widths = tuple(int(w) for w in fitted["widths"])
+            n_w = sum(k_in * k_out + k_out for k_in, k_out in zip(widths[:-1], widths[1:]))
+            est.samples_ = tensors["samples"].to(s["device"], torch.float64)
+            est.noise_sd_draws_ = tensors["noise_sd_draws"].double().numpy()
+            est.x_mean_, est.x_scale_ = tensors["x_mean"].double().numpy(), tensors["x_scale"].double().numpy()
+            est.monitor_rows_ = tensors["monitor_rows"].numpy().astype(np.intp)
+            est.monitor_trace_ = tensors["monitor_trace"].double().numpy()
+            est.loglik_trace_ = tensors["loglik_trace"].double().numpy()
+            est.nuts_info_ = dict(divergences=tensors["nuts.divergences"].numpy().astype(np.int64),
+                                  acceptance_rate=tensors["nuts.acceptance_rate"].double().numpy(),
+                                  step_size=tensors["nuts.step_size"].double().numpy(),
+                                  seconds=float(fitted["seconds"]))
+            est.widths_, est.n_weights_ = widths, int(fitted["n_weights"])
+            est.y_mean_, est.y_scale_ = float(fitted["y_mean"]), float(fitted["y_scale"])
+            est.n_features_in_ = p
+            io.set_feature_names(est, fitted.get("feature_names_in"))
+            C, S = est.noise_sd_draws_.shape
+            shapes_ok = (widths == (p, *s["hidden"], 1) and est.n_weights_ == n_w
+                         and tuple(est.samples_.shape) == (C, S, n_w + int(est.noise_sd is None))
+                         and est.x_mean_.shape == (p,) and est.x_scale_.shape == (p,)
+                         and est.monitor_trace_.shape == (C, S, est.monitor_rows_.size)
+                         and est.loglik_trace_.shape == (C, S) and est.nuts_info_["divergences"].shape == (C,))
+            rhat_threshold = float(fitted["rhat_threshold"])
+        if not shapes_ok:
+            raise ValueError(f"{path} is a {cls.__name__} file with inconsistent tensor shapes (corrupted?)")
+        est.diagnostics_ = est._diagnostics(rhat_threshold)
+        return est
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

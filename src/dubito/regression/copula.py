@@ -74,6 +74,12 @@ network: ``ImplicitCopulaRegressor.from_features(est.train_features_, y, prior="
 then ``predict_distribution(features=est.features(X_new))`` (identical to fitting the variant
 directly with the same ``random_state``).
 
+Diagnostics: ``diagnostics_`` follows the shared schema of `dubito.inference.convergence`. VI: no
+R-hat; ``stopped_by_cap`` when the ELBO stopping rule was not met by ``vi_max_iter``. NUTS: split
+R-hat and bulk ESS of the predictive mean per draw, E[Y | x, theta_j] = E[F_Y^{-1}(Phi(Z))] with
+Z ~ N(s_j psi' beta_j, s_j^2) (32-node Gauss-Hermite), at up to 20 training rows, and of the mean
+copula log-likelihood (1/n) log phi_n(z; S Psi beta, S^2) (eq. 6) per draw; divergences, acceptance.
+
 Persistence: ``save(path)`` / ``load(path, model=None)``, one safetensors file with JSON
 metadata (no pickle; `dubito.regression.copula_io`). A wrapped model's torch module is not
 saved: pass it again as ``load(path, model=m)``. Only the default or a `KDEMarginal` marginal
@@ -98,12 +104,15 @@ from dubito._validation import (
     check_int,
     validate_fit_data,
 )
+from dubito.inference.convergence import diagnostics_dict
 from dubito.predictive.grid import GridDensity
 from dubito.regression.copula_io import read_copula, write_copula
 from dubito.regression.copula_posterior import (
     INFERENCES,
     NU_DEFAULT,
     PRIORS,
+    CopulaModel,
+    copula_scales,
     fit_copula_posterior,
 )
 from dubito.regression.deterministic import (
@@ -121,6 +130,10 @@ _TAIL_DIVISOR = 16          # grid_size // 16 tail nodes per side (32 of 512), t
 _TAIL_SD = 40.0             # tail nodes out to 40 component sds (exp(-d^2/2) underflows beyond ~38.6)
 _Z_CAP_DEFAULT = 8.0        # for a marginal without ``clip``
 _TRUNCATION_WARN = 1e-4     # warn when more mixture mass than this lies beyond z_cap
+#: Training rows at which the NUTS chains' predictive mean is monitored (as B-DeepNoise, spec §2.4).
+N_MONITOR = 20
+#: Gauss-Hermite nodes for E[Y | x, theta_j] = E[F_Y^{-1}(Phi(Z))], Z ~ N(m_j, s_j^2), in the diagnostics.
+_GH_NODES = 32
 _BLOCK = 1 << 22            # rows x nodes x components per block of the mixture density
 _WRAP_BATCH = 1024          # rows per forward pass of a wrapped model
 
@@ -310,7 +323,9 @@ class ImplicitCopulaRegressor(_MLPRegressor):
     feature_source_ : "network" | "features" | "wrapped"; train_features_ : (n, p) psi of the
     training rows; net_ (network path); model_, feature_layer_ (wrapped path); loss_curve_;
     dead_features_ : indices of constant feature columns on the training rows (network path;
-    kept: a zero column contributes nothing, see the module docstring).
+    kept: a zero column contributes nothing, see the module docstring); loglik_trace_ : (chains,
+    draws) mean copula log-likelihood per NUTS draw (None for VI); diagnostics_ : dict (module
+    docstring, `dubito.inference.convergence`).
     """
 
     _description = "IC-NLM feature network"
@@ -500,7 +515,59 @@ class ImplicitCopulaRegressor(_MLPRegressor):
             warmup_steps=cs["nuts_warmup"], num_chains=cs["nuts_chains"], seed=seed, device=self.device,
             progress=self.progress,
         )
+        post = self.posterior_
+        self.loglik_trace_ = None
+        if post.theta_by_chain is not None:
+            model = CopulaModel(psi_t, z_t, post.prior, nu=post.nu, tau2=post.tau2_fixed, device=dev)
+            C, S, dim = post.theta_by_chain.shape
+            flat = post.theta_by_chain.reshape(C * S, dim)
+            ll = torch.cat([model.log_likelihood(flat[i:i + 256]) for i in range(0, C * S, 256)]) / psi_t.shape[0]
+            self.loglik_trace_ = ll.reshape(C, S).cpu().numpy()
+        self.diagnostics_ = self._diagnostics()
         return self
+
+    # -------------------------------------------------------------- diagnostics
+    @torch.no_grad()
+    def _monitor_mean_trace(self):
+        """(rows, trace): up to `N_MONITOR` training rows and E[Y | x, theta_j] there per NUTS draw,
+        (chains, draws, rows), in y units (module docstring); (rows, None) for VI."""
+        post = self.posterior_
+        n = self.train_features_.shape[0]
+        rows = np.unique(np.round(np.linspace(0, n - 1, min(N_MONITOR, n))).astype(int))
+        if post.theta_by_chain is None:
+            return rows, None
+        C, S, dim = post.theta_by_chain.shape
+        theta = post.theta_by_chain.reshape(C * S, dim)
+        psi = torch.tensor(np.ascontiguousarray(self.train_features_[rows]), dtype=torch.float64, device=theta.device)
+        s = copula_scales(psi, post._prior_variances(theta))             # (J, rows)
+        m = s * (theta[:, :post.p] @ psi.T)                              # (J, rows)
+        t, w = np.polynomial.hermite.hermgauss(_GH_NODES)
+        z = m.cpu().numpy()[..., None] + s.cpu().numpy()[..., None] * (math.sqrt(2.0) * t)
+        y = np.asarray(self.marginal_.inverse_pseudo_response(z), dtype=np.float64)
+        mean = (y * w).sum(-1) / math.sqrt(math.pi)
+        return rows, mean.reshape(C, S, len(rows))
+
+    def _diagnostics(self) -> dict:
+        """``diagnostics_``: the shared schema (module docstring) plus ``inference``, the VI
+        ``iterations`` / ``seconds`` or the NUTS per-chain ``divergences_per_chain``,
+        ``acceptance_rate``, ``step_size``, ``seconds`` and the coefficients' largest rank R-hat /
+        smallest bulk ESS (``rhat_theta_max``, ``ess_theta_min``)."""
+        post = self.posterior_
+        g = post.diagnostics
+        rows, mean_trace = self._monitor_mean_trace()
+        if post.inference == "vi":
+            return diagnostics_dict(sampler=False, stopped_by_cap=not bool(g.get("converged", False)), inference="vi",
+                                    iterations=int(g.get("iterations", 0)), seconds=float(g.get("seconds", np.nan)))
+        rh = np.asarray(g.get("rhat", np.nan), dtype=np.float64)
+        es = np.asarray(g.get("ess_bulk", np.nan), dtype=np.float64)
+        return diagnostics_dict(
+            sampler=True, mean_trace=mean_trace, loglik_trace=getattr(self, "loglik_trace_", None),
+            divergences=g.get("divergences"), acceptance=g.get("acceptance_rate"), inference="nuts",
+            monitor_rows=rows, divergences_per_chain=np.asarray(g.get("divergences", [])),
+            acceptance_rate=np.asarray(g.get("acceptance_rate", [])), step_size=np.asarray(g.get("step_size", [])),
+            seconds=float(g.get("seconds", np.nan)),
+            rhat_theta_max=float(np.max(rh)) if rh.size else float("nan"),
+            ess_theta_min=float(np.min(es)) if es.size else float("nan"))
 
     # -------------------------------------------------------------- features at prediction
     @torch.no_grad()

@@ -7,8 +7,10 @@ readable file are a ``ValueError`` too.
 Tensors (float64 unless said): ``marginal.{grid,pdf,cdf,sf}`` (the fitted `KDEMarginal`'s
 tables), ``posterior.theta`` (J, dim), ``posterior.theta_by_chain`` (NUTS), ``posterior.q.{mean,
 factor,diag}`` (VI: the fitted factor Gaussian, so ``point_estimate`` works), ``train_features``
-(n, p), ``dead_features`` (int64, network path), and for the network path ``net.*`` (the MLP's
-state dict), ``x_mean``, ``x_scale``, ``loss_curve`` (as `_MLPRegressor.save`).
+(n, p), ``dead_features`` (int64, network path), ``loglik_trace`` (NUTS: the chains' mean copula
+log-likelihood per draw, for ``diagnostics_``; absent in older files, then NaN there), and for
+the network path ``net.*`` (the MLP's state dict), ``x_mean``, ``x_scale``, ``loss_curve`` (as
+`_MLPRegressor.save`).
 
 JSON: ``params`` (constructor settings; ``marginal`` as a KDEMarginal configuration or None,
 ``image_shape`` as a list), ``fitted`` (feature_source, n_features, n_train, n_features_in,
@@ -170,6 +172,8 @@ def write_copula(est, path) -> None:
     if source == "network":
         fitted.update(y_mean=float(est.y_mean_), y_scale=float(est.y_scale_), predict_seed=int(est.predict_seed_))
         tensors.update(est._network_tensors())
+    if getattr(est, "loglik_trace_", None) is not None:
+        tensors["loglik_trace"] = torch.from_numpy(np.ascontiguousarray(est.loglik_trace_, dtype=np.float64))
     if getattr(est, "dead_features_", None) is not None:
         tensors["dead_features"] = torch.as_tensor(np.asarray(est.dead_features_, dtype=np.int64))
     io.save_tensors(path, tensors, type(est).__name__,
@@ -213,4 +217,10 @@ def read_copula(cls, path, *, device=None):
             raise ValueError(f"unknown feature_source {est.feature_source_!r}")
         if est.train_features_.shape != (est.n_train_, est.n_features_) or est.posterior_.p != est.n_features_:
             raise ValueError("train_features / posterior do not match n_train and n_features")
+        ll = tensors.get("loglik_trace")
+        est.loglik_trace_ = None if ll is None else ll.double().numpy()
+        by_chain = est.posterior_.theta_by_chain
+        if ll is not None and (by_chain is None or tuple(ll.shape) != tuple(by_chain.shape[:2])):
+            raise ValueError("loglik_trace does not match the posterior's chains and draws")
+        est.diagnostics_ = est._diagnostics()
     return est

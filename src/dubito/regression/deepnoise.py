@@ -28,7 +28,10 @@ Diagnostics (spec §2.4, pitfall 6): split R-hat and bulk ESS (dubito.inference.
 of the predictive mean E(y | x, θ_m) at up to 20 monitoring rows of the training X and of the
 train log-likelihood (1/N) Σ_i log p(y_i | x_i, θ_m), never of raw weights (permutation
 symmetry). Both are Monte-Carlo estimates with ``TRACE_DRAWS`` noise draws from a stream
-seeded by (chain seed, sweep), so they do not perturb the chain.
+seeded by (chain seed, sweep), so they do not perturb the chain. ``diagnostics_`` follows the
+shared schema of `dubito.inference.convergence` (``converged``: max split R-hat of the predictive
+mean <= 1.1); the ConvergenceWarning uses the stricter `RHAT_THRESHOLD` / `ESS_THRESHOLD` over
+both functionals (``within_thresholds``).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from dubito._validation import (
     validate_fit_data,
     validate_predict_data,
 )
+from dubito.inference.convergence import diagnostics_dict
 from dubito.inference.diagnostics import ConvergenceWarning, ess_bulk, split_rhat
 from dubito.predictive.mixture import GaussianMixture
 from dubito.regression.deepnoise_checkpoint import (
@@ -575,27 +579,32 @@ class DeepNoiseRegressor(RegressorMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ diagnostics
     def _diagnostics(self, warn: bool) -> dict:
-        """Split R-hat and bulk ESS of the predictive mean at the monitoring rows and of the
-        train log-likelihood; ConvergenceWarning when max R-hat > `RHAT_THRESHOLD` or min
-        ESS < `ESS_THRESHOLD` (needs >= 4 kept states per chain, else NaN and no warning)."""
+        """The shared schema of `dubito.inference.convergence` (``rhat_mean`` / ``ess_mean``: max
+        split R-hat / min bulk ESS of the predictive mean over the monitoring rows; ``rhat_loglik``
+        / ``ess_loglik`` of the train log-likelihood; ``converged`` at ``rhat_mean`` <= 1.1) plus
+        this estimator's own keys: per-row ``rhat_mean_rows`` / ``ess_mean_rows``, ``max_rhat`` /
+        ``min_ess`` over both functionals, and ``within_thresholds`` (max R-hat <= `RHAT_THRESHOLD`
+        and min ESS >= `ESS_THRESHOLD`: the stricter rule of the ConvergenceWarning; None with
+        fewer than 4 kept states per chain, when nothing is computed and no warning is given)."""
         ll, mon = self.loglik_trace_, self.monitor_trace_
-        out = dict(monitor_rows=self.monitor_rows_, rhat_threshold=RHAT_THRESHOLD, ess_threshold=ESS_THRESHOLD,
-                   chain_seconds=self.chain_seconds_,
-                   sweeps_per_second=float((self.n_burnin + self.n_keep) / max(self.chain_seconds_.mean(), 1e-12)))
+        extra = dict(monitor_rows=self.monitor_rows_, rhat_threshold=RHAT_THRESHOLD, ess_threshold=ESS_THRESHOLD,
+                     chain_seconds=self.chain_seconds_,
+                     sweeps_per_second=float((self.n_burnin + self.n_keep) / max(self.chain_seconds_.mean(), 1e-12)))
         if ll.shape[1] < 4:
             nan_m = np.full(mon.shape[2], np.nan)
-            out.update(rhat_loglik=np.nan, ess_loglik=np.nan, rhat_mean=nan_m, ess_mean=nan_m,
-                       max_rhat=np.nan, min_ess=np.nan, converged=None)
-            return out
+            extra.update(rhat_mean_rows=nan_m, ess_mean_rows=nan_m.copy(), max_rhat=np.nan, min_ess=np.nan,
+                         within_thresholds=None)
+            return diagnostics_dict(sampler=True, mean_trace=mon, loglik_trace=ll, **extra)
         r_ll, e_ll = float(split_rhat(ll)), float(ess_bulk(ll))
         r_m = np.atleast_1d(split_rhat(mon))
         e_m = np.atleast_1d(ess_bulk(mon))
         max_rhat = float(np.max(np.r_[r_ll, r_m]))
         min_ess = float(np.min(np.r_[e_ll, e_m]))
-        converged = bool(np.isfinite(max_rhat) and max_rhat <= RHAT_THRESHOLD and min_ess >= ESS_THRESHOLD)
-        out.update(rhat_loglik=r_ll, ess_loglik=e_ll, rhat_mean=r_m, ess_mean=e_m,
-                   max_rhat=max_rhat, min_ess=min_ess, converged=converged)
-        if warn and not converged:
+        strict = bool(np.isfinite(max_rhat) and max_rhat <= RHAT_THRESHOLD and min_ess >= ESS_THRESHOLD)
+        extra.update(rhat_mean_rows=r_m, ess_mean_rows=e_m, max_rhat=max_rhat, min_ess=min_ess,
+                     within_thresholds=strict)
+        out = diagnostics_dict(sampler=True, mean_trace=mon, loglik_trace=ll, **extra)
+        if warn and not strict:
             warnings.warn(
                 f"B-DeepNoise: max split R-hat {max_rhat:.3f} (threshold {RHAT_THRESHOLD}), min bulk ESS "
                 f"{min_ess:.0f} (threshold {ESS_THRESHOLD:.0f}) over the train log-likelihood and the predictive "
@@ -629,14 +638,16 @@ class DeepNoiseRegressor(RegressorMixin, BaseEstimator):
         dev = self.samples_["W.0"].device
         Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, dtype=torch.float64).to(dev)
         act = piecewise_activation(self.activation)
-        gen = torch.Generator(device=dev).manual_seed(self._predict_seed)
         width = max(check_widths(self.hidden) + (X.shape[1], 1))
         step = max(1, _CHUNK_ELEMENTS // max(1, R * width))
         means, variances = [], []
-        for state in self.states():
+        for k, state in enumerate(self.states()):
             m_parts, v_parts = [], []
             for start in range(0, Xs.shape[0], step):
-                m, v = forward_moments(state, Xs[start : start + step], act, R, gen)
+                # state k's R noise draws: its own seed, common to every row and chunk, so a row's
+                # predictive does not depend on the other rows of X or their order
+                gen = torch.Generator(device=dev).manual_seed(_state_seed(self._predict_seed, k))
+                m, v = forward_moments(state, Xs[start : start + step], act, R, gen, shared=True)
                 m_parts.append(m)
                 v_parts.append(v)
             means.append(torch.cat(m_parts, dim=1).T.cpu())
@@ -648,7 +659,8 @@ class DeepNoiseRegressor(RegressorMixin, BaseEstimator):
     def predict_distribution(self, X, *, n_realizations=None) -> StateMixture:
         """The Monte-Carlo predictive (spec §3.1–3.2) as an equal-weight `StateMixture` over
         kept states × ``n_realizations`` (default the setting), original y units. The
-        prediction noise stream is re-seeded at every call, so repeated calls agree."""
+        prediction noise is re-seeded at every call, so repeated calls agree, and each state's
+        draws are shared by all rows, so a row's predictive does not depend on the others."""
         mean, var = self.predict_components(X, n_realizations=n_realizations)
         return StateMixture(mean, var, self.n_states_)
 

@@ -286,8 +286,11 @@ def noiseless_forward(params: DeepNoiseParams, X: torch.Tensor, act) -> torch.Te
     return (u @ params.W[L] + params.gamma[L])[:, 0]
 
 
-def _propagate_hidden(params, X, h, n_draws, generator):
-    """Noisy forward pass to h(v_{L-1}) for n_draws independent draws: (n_draws, N, K_{L-1})."""
+def _propagate_hidden(params, X, h, n_draws, generator, shared: bool = False):
+    """Noisy forward pass to h(v_{L-1}) for n_draws independent draws: (n_draws, N, K_{L-1}).
+
+    ``shared``: each draw's noise (n_draws, 1, K_l) is common to all rows, so a row's draws do not
+    depend on the other rows or their order (each row still gets n_draws independent draws)."""
     L = params.n_hidden
     u = X.unsqueeze(0).expand(n_draws, *X.shape)
     hv = u
@@ -297,25 +300,26 @@ def _propagate_hidden(params, X, h, n_draws, generator):
             v = (X @ params.W[0] + params.gamma[0]).expand(n_draws, X.shape[0], params.W[0].shape[1])
         else:
             v = u @ params.W[l] + params.gamma[l]
-        v = v + params.tau2[l].sqrt() * torch.randn(v.shape, generator=generator, dtype=v.dtype, device=v.device)
+        shape = (n_draws, 1, v.shape[-1]) if shared else v.shape
+        v = v + params.tau2[l].sqrt() * torch.randn(shape, generator=generator, dtype=v.dtype, device=v.device)
         hv = h(v)
         if l < L - 1:
-            u = hv + params.sigma2[l].sqrt() * torch.randn(
-                hv.shape, generator=generator, dtype=hv.dtype, device=hv.device
-            )
+            shape = (n_draws, 1, hv.shape[-1]) if shared else hv.shape
+            u = hv + params.sigma2[l].sqrt() * torch.randn(shape, generator=generator, dtype=hv.dtype, device=hv.device)
     return hv
 
 
-def forward_moments(params: DeepNoiseParams, X: torch.Tensor, act, n_draws: int, generator):
+def forward_moments(params: DeepNoiseParams, X: torch.Tensor, act, n_draws: int, generator, *, shared: bool = False):
     """Rao–Blackwellised predictive components (spec §3.2): (mean, var), both (n_draws, N).
 
-    Noise is propagated through layers 0..L-1 (fresh ε, δ per draw); the last layer is exact:
+    Noise is propagated through layers 0..L-1 (fresh ε, δ per draw; ``shared``: one draw per
+    layer common to all rows, `_propagate_hidden`); the last layer is exact:
     y | v_{L-1} ~ N(h(v_{L-1}) W_L + γ_L, τ²_L + Σ_k W_L[k,0]² σ²_{L-1,k}). For L = 0 the
     mean is x W_0 + γ_0 and var = τ²_0. Standardised units.
     """
     h = _act(act)
     L = params.n_hidden
-    hv = _propagate_hidden(params, X, h, int(n_draws), generator)
+    hv = _propagate_hidden(params, X, h, int(n_draws), generator, shared)
     mean = (hv @ params.W[L] + params.gamma[L])[..., 0]
     var = params.tau2[L][0].clone()
     if L > 0:

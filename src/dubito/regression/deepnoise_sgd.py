@@ -54,15 +54,23 @@ _CHUNK_ELEMENTS = 1 << 24
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
+def _hardtanh(t):
+    return torch.clamp(t, -1.0, 1.0)
+
+
+def _bounded_relu(t):
+    return torch.clamp(t, 0.0, 1.0)
+
+
+def _leaky_relu(t):
+    return torch.nn.functional.leaky_relu(t, 0.1)
+
+
 def _native(act):
     """The same function as ``act`` through one fused torch op where there is one (training
-    speed: the generic piecewise form builds J full-size temporaries per call)."""
-    native = {
-        "hardtanh": lambda t: torch.clamp(t, -1.0, 1.0),
-        "bounded_relu": lambda t: torch.clamp(t, 0.0, 1.0),
-        "relu": torch.relu,
-        "leaky_relu": lambda t: torch.nn.functional.leaky_relu(t, 0.1),
-    }
+    speed: the generic piecewise form builds J full-size temporaries per call). Module-level
+    functions, not lambdas, so a fitted network pickles (scikit-learn's clone and joblib)."""
+    native = {"hardtanh": _hardtanh, "bounded_relu": _bounded_relu, "relu": torch.relu, "leaky_relu": _leaky_relu}
     fn = native.get(act.name)
     if fn is None or act != piecewise_activation(act.name):
         return act
@@ -98,20 +106,23 @@ class DeepNoiseNet(torch.nn.Module):
     def n_hidden(self) -> int:
         return len(self.W) - 1
 
-    def moments(self, X: torch.Tensor, n_draws: int, generator: torch.Generator):
+    def moments(self, X: torch.Tensor, n_draws: int, generator: torch.Generator, *, shared: bool = False):
         """(mean (S, N), var ()) of y given S noise draws up to h(v_{L-1}) (spec §3.2).
 
         Draw order per hidden layer l: ε_l (S, N, K_l), then δ_l for l < L-1 (δ_{L-1} is
-        integrated out in the exact last layer)."""
+        integrated out in the exact last layer). ``shared``: one draw (S, 1, K_l) for every row
+        (common random numbers), so a row's S components do not depend on the other rows or
+        their order; each row's mixture is still an MC estimate over S independent draws."""
         L = self.n_hidden
         S, N = int(n_draws), X.shape[0]
+        rows = 1 if shared else N
         u = X  # (N, P): layer 0's affine map is shared by all draws, computed once
         for l in range(L):
             v = u @ self.W[l] + self.gamma[l]
-            eps = torch.randn((S, N, v.shape[-1]), generator=generator, dtype=v.dtype, device=v.device)
+            eps = torch.randn((S, rows, v.shape[-1]), generator=generator, dtype=v.dtype, device=v.device)
             u = self._h(torch.addcmul(v, torch.exp(self.log_tau[l]), eps))  # (S, N, K_l)
             if l < L - 1:
-                delta = torch.randn(u.shape, generator=generator, dtype=u.dtype, device=u.device)
+                delta = torch.randn((S, rows, u.shape[-1]), generator=generator, dtype=u.dtype, device=u.device)
                 u = torch.addcmul(u, torch.exp(self.log_sigma[l]), delta)
         mean = (u @ self.W[L] + self.gamma[L])[..., 0].expand(S, N)
         var = torch.exp(2.0 * self.log_tau[L][0])
@@ -290,19 +301,20 @@ class DeepNoiseSGDRegressor(RegressorMixin, BaseEstimator):
         S = self.n_noise_samples if n_samples is None else check_int(n_samples, "n_samples", min_value=1)
         dev = self.net_.W[0].device
         Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, dtype=torch.float64).to(dev)
-        gen = torch.Generator(device=dev).manual_seed(self._predict_seed)
         width = max(self.net_.widths)
         step = max(1, _CHUNK_ELEMENTS // max(1, S * width))
         means, var = [], None
-        for start in range(0, Xs.shape[0], step):
-            m, var = self.net_.moments(Xs[start : start + step], S, gen)
+        for start in range(0, Xs.shape[0], step):  # the same S draws for every row of every chunk
+            gen = torch.Generator(device=dev).manual_seed(self._predict_seed)
+            m, var = self.net_.moments(Xs[start : start + step], S, gen, shared=True)
             means.append(m.T.cpu())
         mean = torch.cat(means).numpy() * self.y_scale_ + self.y_mean_
         return mean, float(var) * self.y_scale_**2
 
     def predict_distribution(self, X, n_samples=None) -> GaussianMixture:
         """Equal-weight mixture over ``n_samples`` (default ``n_noise_samples``) noise draws,
-        user units. Deterministic: the prediction noise stream is re-seeded at every call."""
+        user units. Deterministic: the prediction noise stream is re-seeded at every call, and
+        the S draws are shared by all rows, so a row's predictive does not depend on the others."""
         mean, var = self.predict_moments(X, n_samples)
         M = mean.shape[1]
         return GaussianMixture(np.full(M, 1.0 / M), mean, np.full(mean.shape, var))

@@ -80,6 +80,7 @@ from dubito._validation import (
     validate_predict_data,
 )
 from dubito.data.ood_box import UniformBox
+from dubito.inference.convergence import diagnostics_dict
 from dubito.metrics.entropy import (
     function_entropy,
     function_kl,
@@ -225,7 +226,9 @@ class HyperVIRegressor(RegressorMixin, BaseEstimator):
     family_ (the trained HyperNetwork / MeanField, float32), net_ (FlatMLP), n_params_ (d),
     loss_curve_, lr_curve_, min_knn_distance_ (per epoch), n_epochs_, train_seconds_ (the training
     loop's wall time, summed over a resumed fit's runs), ood_box_ (UniformBox,
-    standardised inputs), x_mean_, x_scale_, y_mean_, y_scale_, n_train_, predict_seed_.
+    standardised inputs), x_mean_, x_scale_, y_mean_, y_scale_, n_train_, predict_seed_;
+    diagnostics_ (dict, `dubito.inference.convergence`: no R-hat; ``stopped_by_cap`` when the
+    last epoch ran above ``min_lr``, i.e. ``max_epochs`` ended the run before the schedule did).
     """
 
     def __init__(self, space="function", family="hypernet", noise_std=None, prior_sd=0.5, hidden=50,
@@ -366,8 +369,19 @@ class HyperVIRegressor(RegressorMixin, BaseEstimator):
         self.min_knn_distance_ = np.asarray(min_r)
         self.n_epochs_ = len(losses)
         self.train_seconds_ = time.perf_counter() - t0
+        self.diagnostics_ = self._diagnostics()
         self._warn_collapse()
         return self
+
+    def _diagnostics(self) -> dict:
+        """The shared ``diagnostics_`` (no chain: R-hat and ESS NaN). The stopping rule is the
+        first epoch run at lr <= ``min_lr``; ``stopped_by_cap`` when the last epoch ran above it
+        (``max_epochs`` ended the run)."""
+        min_lr = float(self.min_lr)
+        last_lr = float(self.lr_curve_[-1]) if len(self.lr_curve_) else float("nan")
+        stopped = not (last_lr <= min_lr * (1 + 1e-9))
+        return diagnostics_dict(sampler=False, stopped_by_cap=stopped, n_epochs=int(self.n_epochs_),
+                                max_epochs=int(self.max_epochs), final_lr=last_lr, min_lr=min_lr)
 
     def _prepare(self, X, y) -> dict:
         """Validate, standardise, seed, build the family, objective, Adam and the plateau schedule.
@@ -561,6 +575,7 @@ class HyperVIRegressor(RegressorMixin, BaseEstimator):
             io.set_feature_names(est, fitted.get("feature_names_in"))
         if est.x_mean_.shape != (p,) or est.x_scale_.shape != (p,) or est.ood_box_.n_features != p:
             raise ValueError(f"{path} is a {cls.__name__} file with inconsistent tensor shapes (corrupted?)")
+        est.diagnostics_ = est._diagnostics()
         return est
 
     def __sklearn_tags__(self):

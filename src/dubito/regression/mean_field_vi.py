@@ -27,6 +27,14 @@ Prediction: ``n_samples`` joint weight draws w_s ~ q give the equal-weight Gauss
 (1/S) sum_s N(y; g(x; w_s), s^2), returned in the user's units; its ``noise_variances`` are
 s^2, so ``epistemic_var`` is the spread of g(x; w_s) and ``aleatoric_var`` is s^2.
 
+Diagnostics: there is no chain (no R-hat) and no stopping rule: the loop runs ``epochs`` epochs.
+``diagnostics_`` (`dubito.inference.convergence`) calls the run ``stopped_by_cap`` when the
+-ELBO was still falling at the end (`still_improving`: its mean over the last tenth of the epochs
+more than 0.1 % below that over the tenth before), and ``converged`` otherwise.
+
+Persistence: ``save(path)`` / ``load(path, device=None)``: the variational parameters, the
+standardisation and the loss curve as safetensors, the settings as JSON (`dubito.io`; no pickle).
+
 Defaults: Adam lr 1e-3, batch 100 and 2000 epochs are [C]'s TyXe settings (spec §4.3);
 prior N(0, 1) is TyXe's default ``IIDPrior(Normal(0, 1))``; the initial sd 1e-3 (rho =
 softplus^-1(1e-3)) is ours, small as in Blundell et al.; the means start at PyTorch's
@@ -43,16 +51,19 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils import check_random_state
 from torch.nn import functional as F
 
+from dubito import io
 from dubito._standardise import standardise_fit
 from dubito._validation import (
     check_bool,
     check_choice,
+    check_fitted,
     check_float,
     check_int,
     check_widths,
     validate_fit_data,
     validate_predict_data,
 )
+from dubito.inference.convergence import PLATEAU_RTOL, diagnostics_dict, still_improving
 from dubito.nn.batched import ACTIVATIONS
 from dubito.predictive.mixture import GaussianMixture
 
@@ -95,7 +106,9 @@ class MeanFieldVIRegressor(RegressorMixin, BaseEstimator):
     Fitted attributes: ``q_`` (dict of tensors "W_mu.l", "W_sd.l", "b_mu.l", "b_sd.l", layer l,
     W (in, out), standardised units); ``noise_sd_`` (y units); ``x_mean_``, ``x_scale_``,
     ``y_mean_``, ``y_scale_``; ``loss_curve_`` (epochs,) the epoch sums of the mini-batch
-    objective, i.e. a one-sample estimate of the negative ELBO (standardised units).
+    objective, i.e. a one-sample estimate of the negative ELBO (standardised units);
+    ``diagnostics_`` (dict, `dubito.inference.convergence`: no R-hat; ``stopped_by_cap`` when
+    the -ELBO was still falling at the last epoch).
     """
 
     def __init__(self, hidden=(50, 50, 50, 50), activation="hardtanh", prior_sd=1.0, n_samples=1000,
@@ -208,7 +221,15 @@ class MeanFieldVIRegressor(RegressorMixin, BaseEstimator):
         self.noise_sd_ = float(torch.exp(log_s.detach())) * self.y_scale_
         self.loss_curve_ = curve
         self.n_train_ = int(n)
+        self.diagnostics_ = self._diagnostics()
         return self
+
+    def _diagnostics(self) -> dict:
+        """The shared ``diagnostics_`` (no chain: R-hat and ESS NaN) with ``stopped_by_cap`` =
+        the -ELBO curve still falling at the end (`still_improving`)."""
+        curve = np.asarray(self.loss_curve_)
+        return diagnostics_dict(sampler=False, stopped_by_cap=still_improving(curve), n_epochs=int(curve.size),
+                                final_loss=float(curve[-1]) if curve.size else float("nan"), plateau_rtol=PLATEAU_RTOL)
 
     @staticmethod
     def _objective(layers, log_s, xb, yb, n, act, prior_sd, gen):
@@ -265,6 +286,52 @@ class MeanFieldVIRegressor(RegressorMixin, BaseEstimator):
     def predict(self, X) -> np.ndarray:
         """Predictive mean (1/S) sum_s g(x; w_s), y units, (N,)."""
         return self.predict_distribution(X).mean
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path) -> None:
+        """Write the fitted model to ``path`` (safetensors tensors + JSON settings; atomic; no pickle)."""
+        check_fitted(self, ["q_"])
+        fitted = dict(n_features_in=int(self.n_features_in_), n_layers=int(self.n_layers_),
+                      noise_sd=float(self.noise_sd_), y_mean=float(self.y_mean_), y_scale=float(self.y_scale_),
+                      n_train=int(self.n_train_), feature_names_in=io.feature_names_json(self))
+        tensors = {f"q.{k}": v for k, v in self.q_.items()}
+        for key in ("x_mean", "x_scale", "loss_curve"):
+            tensors[key] = torch.as_tensor(np.asarray(getattr(self, key + "_"), dtype=np.float64))
+        io.save_tensors(path, tensors, type(self).__name__, {"params": io.json_params(self), "fitted": fitted})
+
+    @classmethod
+    def load(cls, path, *, device=None) -> "MeanFieldVIRegressor":
+        """Read a model written by `save`; ``device`` overrides the saved device setting.
+        A corrupted, truncated or foreign file raises ``ValueError``."""
+        tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
+        with io.rebuilding(path, cls.__name__):
+            fitted = settings["fitted"]
+            est = cls(**io.params_from_json(settings["params"], device=device))
+            s = est._settings()
+            p = int(fitted["n_features_in"])
+            widths = (p, *s["hidden"], 1)
+            n_layers = int(fitted["n_layers"])
+            q = {k[len("q."):]: v.to(s["device"], torch.float64) for k, v in tensors.items() if k.startswith("q.")}
+            expected = {}
+            for layer, (k_in, k_out) in enumerate(zip(widths[:-1], widths[1:])):
+                expected.update({f"W_mu.{layer}": (k_in, k_out), f"W_sd.{layer}": (k_in, k_out),
+                                 f"b_mu.{layer}": (k_out,), f"b_sd.{layer}": (k_out,)})
+            est.q_ = q
+            est.n_layers_ = n_layers
+            est.noise_sd_ = float(fitted["noise_sd"])
+            est.y_mean_, est.y_scale_ = float(fitted["y_mean"]), float(fitted["y_scale"])
+            est.n_train_ = int(fitted["n_train"])
+            est.x_mean_, est.x_scale_ = tensors["x_mean"].double().numpy(), tensors["x_scale"].double().numpy()
+            est.loss_curve_ = tensors["loss_curve"].double().numpy()
+            est.n_features_in_ = p
+            io.set_feature_names(est, fitted.get("feature_names_in"))
+            shapes_ok = (n_layers == len(widths) - 1 and set(q) == set(expected)
+                         and all(tuple(q[k].shape) == shape for k, shape in expected.items())
+                         and est.x_mean_.shape == (p,) and est.x_scale_.shape == (p,) and est.loss_curve_.ndim == 1)
+        if not shapes_ok:
+            raise ValueError(f"{path} is a {cls.__name__} file with inconsistent tensor shapes (corrupted?)")
+        est.diagnostics_ = est._diagnostics()
+        return est
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

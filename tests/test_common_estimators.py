@@ -1,0 +1,137 @@
+"""What every dubito estimator must do: scikit-learn's estimator checks, and save -> load ->
+the same predictions. One fast setting per estimator; every check an estimator is excused from
+says why (``EXPECTED_FAILED``)."""
+
+import numpy as np
+import pytest
+import torch
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from dubito.classification import DeepEnsembleClassifier, KFACLaplace, MCDropoutClassifier
+from dubito.regression import (
+    DeepEnsembleRegressor,
+    DeepNoiseRegressor,
+    DeepNoiseSGDRegressor,
+    DeterministicRegressor,
+    HyperVIRegressor,
+    ImplicitCopulaRegressor,
+    MCDropoutRegressor,
+    MeanFieldVIRegressor,
+    MixtureDensityRegressor,
+    NaiveRegressor,
+    NUTSNetworkRegressor,
+)
+
+#: Fast settings: enough training for check_regressors_train (R^2 > 0.5 on its 200 rows); the
+#: network estimators keep their validated fitting (held-out share 0.1) with a batch that fits
+#: the checks' 10-row data sets.
+REGRESSORS = [
+    DeepEnsembleRegressor(n_members=2, hidden=(16,), epochs=20, batch_size=8, lr=1e-2, progress=False, random_state=0),
+    DeterministicRegressor(hidden=(16,), lr=1e-2, epochs=20, batch_size=8, progress=False, random_state=0),
+    NaiveRegressor(),
+    MCDropoutRegressor(dropout=0.05, n_samples=10, hidden=(16,), lr=1e-2, epochs=20, batch_size=8, progress=False,
+                       random_state=0),
+    MixtureDensityRegressor(n_components=3, hidden=(16,), lr=1e-2, epochs=20, batch_size=8, progress=False,
+                            random_state=0),
+    DeepNoiseSGDRegressor(hidden=(16,), epochs=60, batch_size=16, lr=1e-2, n_noise_samples=8, progress=False,
+                          random_state=0),
+    DeepNoiseRegressor(hidden=(3,), n_chains=2, n_burnin=6, n_keep=12, thin=2, init="random", random_state=5,
+                       progress=False),
+    # tanh features: with 4 ReLU features the IC-NLM's R^2 on the check's data is 0.19 (dead units), 0.63 with tanh
+    ImplicitCopulaRegressor(hidden=(16,), n_features=4, activation="tanh", epochs=20, lr=1e-2, vi_max_iter=300,
+                            vi_min_iter=100, n_draws=50, random_state=0, progress=False),
+    MeanFieldVIRegressor(hidden=(16,), epochs=60, lr=1e-2, n_samples=50, random_state=0, progress=False),
+    NUTSNetworkRegressor(hidden=(), num_warmup=10, num_samples=8, random_state=5, progress=False),
+    HyperVIRegressor(space="parameter", noise_std=0.3, n_ll_samples=5, n_kl_samples=20, n_ood_points=10,
+                     max_epochs=15, n_predictors=50, hidden=8, progress=False, random_state=0),
+]
+
+CLASSIFIERS = [
+    MCDropoutClassifier(dropout="bernoulli", n_samples=5, hidden=(16,), features=16, epochs=10, batch_size=8,
+                        random_state=0),
+    DeepEnsembleClassifier(MCDropoutClassifier(dropout="bernoulli", n_samples=3, hidden=(8,), features=8, epochs=5,
+                                               batch_size=8), n_members=2, random_state=0),
+]
+
+_DISCRETE = ("the checks' y has 2-4 distinct values; the IC-NLM's KDE marginal refuses fewer than 10 "
+             "(min_distinct) with a clear error: a discrete response is a classification problem")
+_LABELS = "labels must be the integers 0..K-1 (check_labels); the check passes strings or arbitrary ints"
+
+EXPECTED_FAILED = {
+    "ImplicitCopulaRegressor": {name: _DISCRETE for name in (
+        "check_fit_score_takes_y", "check_estimators_overwrite_params", "check_dont_overwrite_parameters",
+        "check_estimators_fit_returns_self", "check_readonly_memmap_input", "check_positive_only_tag_during_fit",
+        "check_estimators_dtypes", "check_dtype_object", "check_pipeline_consistency", "check_estimators_nan_inf",
+        "check_estimators_pickle", "check_f_contiguous_array_estimator", "check_supervised_y_2d",
+        "check_regressors_int", "check_methods_sample_order_invariance", "check_methods_subset_invariance",
+        "check_fit2d_1feature", "check_dict_unchanged", "check_fit2d_predict1d")},
+}
+
+
+def _expected(estimator):
+    return EXPECTED_FAILED.get(type(estimator).__name__, {})
+
+
+@parametrize_with_checks(REGRESSORS, expected_failed_checks=_expected)
+def test_regressor_checks(estimator, check):
+    check(estimator)
+
+
+# ------------------------------------------------------------------------------ persistence
+def _regression_data():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, size=(200, 3))
+    y = np.sin(X[:, 0]) + 0.5 * X[:, 1] + (0.1 + 0.1 * np.abs(X[:, 2])) * rng.normal(size=200)
+    return X, y
+
+
+@pytest.mark.parametrize("estimator", REGRESSORS, ids=lambda e: type(e).__name__)
+def test_save_load_gives_identical_predictions(estimator, tmp_path):
+    """save -> load (on the CPU) reproduces predict_distribution exactly: mean, variance and the
+    log density at the test points (bit for bit; the files hold float64)."""
+    from sklearn.base import clone
+
+    X, y = _regression_data()
+    est = clone(estimator).fit(X[:150], y[:150])
+    path = tmp_path / "model.safetensors"
+    est.save(path)
+    back = type(est).load(path)
+    a, b = est.predict_distribution(X[150:]), back.predict_distribution(X[150:])
+    np.testing.assert_array_equal(a.mean, b.mean)
+    np.testing.assert_array_equal(a.var, b.var)
+    np.testing.assert_array_equal(a.log_prob(y[150:]), b.log_prob(y[150:]))
+    np.testing.assert_array_equal(est.predict(X[150:]), back.predict(X[150:]))
+
+
+def _class_data():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(240, 4))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int) + (X[:, 2] > 1).astype(int)
+    return X, y
+
+
+@pytest.mark.parametrize("estimator", CLASSIFIERS, ids=lambda e: type(e).__name__)
+def test_classifier_save_load_gives_identical_probabilities(estimator, tmp_path):
+    from sklearn.base import clone
+
+    X, y = _class_data()
+    est = clone(estimator).fit(X[:200], y[:200])
+    est.save(tmp_path / "model.safetensors")
+    back = type(est).load(tmp_path / "model.safetensors")
+    np.testing.assert_array_equal(est.predict_distribution(X[200:]).probs, back.predict_distribution(X[200:]).probs)
+
+
+def test_kfac_laplace_save_load_gives_identical_probabilities(tmp_path):
+    X, y = _class_data()
+    base = clone_fit(CLASSIFIERS[0], X[:200], y[:200])
+    lap = KFACLaplace(base, n_samples=5, random_state=0).fit(X[:200], y[:200])
+    lap.save(tmp_path / "laplace.safetensors")
+    back = KFACLaplace.load(tmp_path / "laplace.safetensors")
+    np.testing.assert_array_equal(lap.predict_distribution(X[200:]).probs, back.predict_distribution(X[200:]).probs)
+
+
+def clone_fit(estimator, X, y):
+    from sklearn.base import clone
+
+    torch.manual_seed(0)
+    return clone(estimator).fit(X, y)
