@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 from scipy import stats
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from dubito._validation import DataTypeError, NotFittedError
 from dubito.metrics import crps, nll
@@ -262,12 +261,3 @@ def test_save_before_fit_raises(tmp_path):
 def test_cuda_without_cuda(Xy):
     with pytest.raises(ValueError, match="CUDA is not available"):
         DeterministicRegressor(**{**FAST, "device": "cuda"}).fit(*Xy)
-
-
-# ---------------------------------------------------------------- scikit-learn's checks
-SK_DET = DeterministicRegressor(hidden=(16,), lr=1e-2, epochs=20, batch_size=8, progress=False, random_state=0)
-
-
-@parametrize_with_checks([SK_DET, NaiveRegressor()], expected_failed_checks=lambda est: {})
-def test_sklearn_estimator_checks(estimator, check):
-    check(estimator)

@@ -5,7 +5,6 @@ import json
 import numpy as np
 import pytest
 import torch
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from dubito._validation import NotFittedError
 from dubito.metrics import crps, nll
@@ -225,13 +224,3 @@ def test_cuda_matches_cpu_closely(data):
     assert next(gpu.net_.parameters()).device.type == "cuda"
     back = gpu.predict_draws(Xq)
     assert back.shape == (40, 25) and np.all(np.isfinite(back))
-
-
-# Fast but still a real learner (check_regressors_train asks for R^2 > 0.5).
-SK = MCDropoutRegressor(dropout=0.05, n_samples=10, hidden=(16,), lr=1e-2, epochs=20, batch_size=8, progress=False,
-                        random_state=0)
-
-
-@parametrize_with_checks([SK], expected_failed_checks=lambda est: {})
-def test_sklearn_estimator_checks(estimator, check):
-    check(estimator)

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 from scipy import stats
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from dubito.metrics import crps, nll
 from dubito.metrics.scoring import crps_mixture, crps_quadrature
@@ -200,12 +199,3 @@ def test_one_component_is_a_gaussian(data):
     d = MixtureDensityRegressor(**{**FAST, "n_components": 1}).fit(X, y).predict_distribution(Xq)
     np.testing.assert_array_equal(d.weights, 1.0)
     np.testing.assert_allclose(d.var, d.variances[:, 0], rtol=1e-14)
-
-
-SK = MixtureDensityRegressor(n_components=3, hidden=(16,), lr=1e-2, epochs=20, batch_size=8, progress=False,
-                             random_state=0)
-
-
-@parametrize_with_checks([SK], expected_failed_checks=lambda est: {})
-def test_sklearn_estimator_checks(estimator, check):
-    check(estimator)
