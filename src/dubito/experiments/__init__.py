@@ -13,6 +13,7 @@ _MODULES = {
     "deepnoise": "dubito.experiments.deepnoise",
     "ensembles": "dubito.experiments.ensembles",
     "icnlm": "dubito.experiments.icnlm",
+    "leaderboard": "dubito.experiments.leaderboard",
     "ood": "dubito.experiments.ood",
     "thesis": "dubito.experiments.thesis",
     "uci": "dubito.experiments.uci",
