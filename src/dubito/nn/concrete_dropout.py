@@ -6,9 +6,9 @@ Spec ``shared/specs/classification-thesis.md`` (Feng 2019, "the thesis") §2.3-2
 
 Conventions (spec §2.1). ``p`` / ``p_drop`` is the probability of *dropping* a unit and
 ``p_keep = 1 - p_drop``. Dropout is inverted: a kept unit is scaled by 1/p_keep, so the layer in
-evaluation mode (no dropout) is the mean network. A mask is drawn independently per example, per
-unit and per pass (spec §2.3). "Units" are the entries of dimension 1 of the input ((B, D) for
-dense layers; (B, C, ...) for feature maps, where each entry still gets its own mask).
+evaluation mode (no dropout) is the mean network. In training a mask is drawn independently per
+example, per unit and per step (spec §2.3). "Units" are the entries of dimension 1 of the input
+((B, D) for dense layers; (B, C, ...) for feature maps, where each entry still gets its own mask).
 
 Every layer here may *wrap* the layer it feeds (``ConcreteDropout(nn.Linear(256, 256))``), as in
 Gal's reference code: ``forward(x) = layer(dropout(x))``. The wrapped layer's weight W̃ (the
@@ -35,6 +35,16 @@ Noise: every layer draws U(0, 1) noise u of the input's shape from ``generator``
 global generator); ``noise`` (a tensor of the input's shape) replaces the draw, and
 ``record_noise = True`` keeps the last draw in ``last_noise`` (tests compare batched passes with a
 loop over the same masks this way).
+
+MC prediction with shared masks (`MCNoise`, used by `mc_mode(model, noise=...)` and
+``dubito.classification.mc_logits``): one mask = one sampled network ω_t applied to every input
+(Gal & Ghahramani 2016, eq. 8: p(y | x) ≈ (1/T) Σ_t p(y | x, ω_t), ω_t ~ q(ω)). Each call of a
+dropout layer draws u of shape (T, 1, *unit shape) once and broadcasts u[t] over the rows of pass
+t, so an input's T passes do not depend on the other rows of the batch, their order, or how the
+inputs are chunked into forwards. Without ``noise`` (training, or `mc_mode` alone) the draw is per
+row, as above. PyTorch's ``nn.Dropout`` layers are not ours: they always draw per row from the
+global generator, so with them a prediction depends on the batch around it (replace them by
+`BernoulliDropout` for batch-invariant predictions).
 """
 
 from __future__ import annotations
@@ -50,6 +60,7 @@ __all__ = [
     "TORCH_DROPOUT",
     "BernoulliDropout",
     "ConcreteDropout",
+    "MCNoise",
     "StochasticDropout",
     "binary_entropy",
     "dropout_modules",
@@ -92,6 +103,56 @@ def _check_nonneg(value, name: str) -> float:
     return v
 
 
+class MCNoise:
+    r"""U(0, 1) noise of T MC-dropout passes shared by all inputs: one mask = one sampled network.
+
+    The k-th call of a dropout layer within a forward gets u_k of shape (T, 1, *s), s = the input's
+    shape without its batch dimension, drawn from the layer's generator on first use and reused by
+    every later forward (other rows, another order, the next chunk of inputs). A batched forward's
+    rows are pass-major (row t·B + b, `dubito.classification.mc_logits`): row t·B + b gets u_k[t];
+    with ``begin(pass_index=t)`` every row of the forward is pass t (the loop over the passes,
+    which so sees the very same noise). ``begin`` must be called before each forward.
+    """
+
+    def __init__(self, n_passes: int):
+        if isinstance(n_passes, bool) or int(n_passes) < 1:
+            raise ValueError(f"n_passes must be a positive int, got {n_passes!r}")
+        self.n_passes = int(n_passes)
+        self.pass_index: int | None = None
+        self._draws: dict[int, list[torch.Tensor]] = {}
+        self._calls: dict[int, int] = {}
+
+    def begin(self, pass_index: int | None = None) -> None:
+        """Start a forward: every row is pass ``pass_index``, or (None) rows are pass-major over the T passes."""
+        if pass_index is not None and not 0 <= int(pass_index) < self.n_passes:
+            raise ValueError(f"pass_index must lie in 0..{self.n_passes - 1}, got {pass_index!r}")
+        self.pass_index = None if pass_index is None else int(pass_index)
+        self._calls = {}
+
+    def uniform(self, module: nn.Module, x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+        """The noise of ``module``'s current call, expanded to x's shape."""
+        key = id(module)
+        k = self._calls.get(key, 0)
+        self._calls[key] = k + 1
+        draws = self._draws.setdefault(key, [])
+        row = tuple(x.shape[1:])
+        if k == len(draws):
+            draws.append(torch.rand((self.n_passes, 1, *row), generator=generator, dtype=x.dtype, device=x.device))
+        u = draws[k]
+        if tuple(u.shape[2:]) != row:
+            raise ValueError(f"{type(module).__name__} got inputs of shape (batch, {', '.join(map(str, row))}) but its "
+                             f"shared MC noise was drawn for (batch, {', '.join(map(str, u.shape[2:]))}): the masks of "
+                             "one prediction need inputs of one shape")
+        u = u.to(dtype=x.dtype, device=x.device)
+        if self.pass_index is not None:
+            return u[self.pass_index].expand(x.shape)
+        t, n = self.n_passes, x.shape[0]
+        if n % t:
+            raise ValueError(f"{type(module).__name__} got {n} rows, not a multiple of the T = {t} MC passes (rows "
+                             "pass-major, t·B + b): repeat the inputs T times before the dropout layers")
+        return u.expand(t, n // t, *row).reshape(x.shape)
+
+
 class StochasticDropout(nn.Module):
     """Base of the dropout layers here: wrapping, MC switch, noise source, weight terms.
 
@@ -118,6 +179,7 @@ class StochasticDropout(nn.Module):
         self.noise: torch.Tensor | None = None
         self.record_noise = False
         self.last_noise: torch.Tensor | None = None
+        self.mc_noise: MCNoise | None = None
 
     @property
     def active(self) -> bool:
@@ -129,6 +191,8 @@ class StochasticDropout(nn.Module):
             if tuple(self.noise.shape) != tuple(x.shape):
                 raise ValueError(f"noise has shape {tuple(self.noise.shape)} but the input has {tuple(x.shape)}")
             u = self.noise.to(dtype=x.dtype, device=x.device)
+        elif getattr(self, "mc_noise", None) is not None and not self.training:
+            u = self.mc_noise.uniform(self, x, self.generator)
         else:
             u = torch.rand(x.shape, generator=self.generator, dtype=x.dtype, device=x.device)
         if self.record_noise:
@@ -334,20 +398,22 @@ def has_dropout(model: nn.Module) -> bool:
 
 
 @contextlib.contextmanager
-def mc_mode(model: nn.Module, generator: torch.Generator | None = None):
+def mc_mode(model: nn.Module, generator: torch.Generator | None = None, noise: MCNoise | None = None):
     """Evaluation mode for everything (BatchNorm uses and keeps its running statistics) with only
-    the dropout layers stochastic; restores every module's mode, ``mc`` flag and generator on exit.
+    the dropout layers stochastic; restores every module's mode, ``mc`` flag, generator and noise on exit.
 
     ``generator`` (optional) is given to our dropout layers; PyTorch's ``nn.Dropout`` layers use
-    the global generator (seed it, e.g. under ``torch.random.fork_rng``).
+    the global generator (seed it, e.g. under ``torch.random.fork_rng``). ``noise`` (an `MCNoise`)
+    makes our layers share one mask per pass by all rows (module docstring); None: a mask per row.
     """
     modes = {m: m.training for m in model.modules()}
     ours = [m for m in model.modules() if isinstance(m, StochasticDropout)]
-    saved = {m: (m.mc, m.generator) for m in ours}
+    saved = {m: (m.mc, m.generator, getattr(m, "mc_noise", None)) for m in ours}
     try:
         model.eval()
         for m in ours:
             m.mc = True
+            m.mc_noise = noise
             if generator is not None:
                 m.generator = generator
         for m in model.modules():
@@ -357,8 +423,8 @@ def mc_mode(model: nn.Module, generator: torch.Generator | None = None):
     finally:
         for m, mode in modes.items():
             m.training = mode
-        for m, (mc, gen) in saved.items():
-            m.mc, m.generator = mc, gen
+        for m, (mc, gen, shared) in saved.items():
+            m.mc, m.generator, m.mc_noise = mc, gen, shared
 
 
 def regularization(model: nn.Module, n_train: int | None = None) -> torch.Tensor:

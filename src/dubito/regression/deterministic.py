@@ -325,7 +325,10 @@ class _MLPRegressor(_Standardised):
                     net.train()
                     copy_best_members(best, net, stopper.update([held_out]))
                     text += f" held-out {held_out:.3f}"
-                bar.update(task, advance=1, description=text)
+                stopped = stopper is not None and stopper.done
+                if stopped:  # the bar ends full, at the epochs run
+                    text += f" stopped, best {stopper.best_epoch[0]}"
+                bar.update(task, advance=1, description=text, total=epoch + 1 if stopped else s["epochs"])
         if stopper is None:
             self.validation_curve_ = np.zeros(0)
             self.best_epoch_ = int(s["epochs"])

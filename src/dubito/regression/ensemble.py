@@ -261,7 +261,9 @@ def train_members(
                 copy_best_members(best, net, stopper.update(held_out))
                 done = stopper.done
                 text += f" held-out {held_out.mean():.3f}"
-            bar.update(task, advance=1, description=text)
+            if done:  # stopped by the rule: the bar ends full, at the epochs run
+                text += f" stopped, best {stopper.best_epoch.min()}-{stopper.best_epoch.max()}"
+            bar.update(task, advance=1, description=text, total=epoch + 1 if done else epochs)
             if checkpoint is not None and ((epoch + 1) % checkpoint.every == 0 or epoch + 1 == epochs or done):
                 record = {"curve": curve[: epoch + 1].tolist()}
                 if stopper is not None:
