@@ -17,12 +17,14 @@ from torch import nn
 from dubito.nn.concrete_dropout import (
     BernoulliDropout,
     ConcreteDropout,
+    MCNoise,
     binary_entropy,
     dropout_rates,
     mc_mode,
     regularization,
     regularized_parameters,
 )
+from dubito.nn.multidrop import MultiDrop
 
 
 def _relaxed_masks(p: float, n: int, seed: int, temperature: float = 0.1) -> torch.Tensor:
@@ -64,11 +66,44 @@ def test_inverted_scaling_mean_within_4_se():
 
 @pytest.mark.parametrize("layer", [BernoulliDropout(0.5), ConcreteDropout(init_p=0.5)])
 def test_masks_differ_across_identical_rows(layer):
-    # spec §6.4: masks are drawn per example, so identical inputs in one batch differ
+    # spec §6.4: masks are drawn per example, so identical inputs in one batch differ (mc_mode without shared
+    # noise, as in training; MC prediction shares one mask per pass by all rows, the MCNoise test below)
     layer.generator = torch.Generator().manual_seed(2)
     with torch.no_grad(), mc_mode(layer):
         out = layer(torch.ones(4, 20))
     assert all(not torch.equal(out[0], out[i]) for i in range(1, 4))
+
+
+@pytest.mark.parametrize("layer", [BernoulliDropout(0.5), ConcreteDropout(init_p=0.5), MultiDrop(in_features=20)])
+def test_shared_mc_noise_gives_one_mask_per_pass_for_all_rows(layer):
+    """With an MCNoise(T) (mc_logits' prediction), rows t·B + b of pass t share pass t's mask: identical
+    inputs agree within a pass and differ across passes; pass_index = t gives that same mask to every
+    row; training (and mc_mode without noise) keeps a mask per row. Exact: the same draw is broadcast."""
+    layer.generator = torch.Generator().manual_seed(2)
+    t, b = 3, 4
+    noise = MCNoise(t)
+    with torch.no_grad(), mc_mode(layer, noise=noise):
+        noise.begin()
+        out = layer(torch.ones(t * b, 20)).view(t, b, 20)
+        assert all(torch.equal(out[i, 0], out[i, j]) for i in range(t) for j in range(b))
+        assert not torch.equal(out[0, 0], out[1, 0])
+        noise.begin(pass_index=1)  # the loop form: every row is pass 1, the same draw
+        assert torch.equal(layer(torch.ones(2, 20)), out[1, :2])
+        noise.begin()
+        with pytest.raises(ValueError, match="not a multiple of the T = 3"):
+            layer(torch.ones(4, 20))
+        noise.begin()
+        with pytest.raises(ValueError, match="one shape"):
+            layer(torch.ones(3, 20, 2))
+    assert layer.mc_noise is None and not layer.mc  # restored
+    layer.train()
+    with torch.no_grad():
+        trained = layer(torch.ones(4, 20))
+    assert all(not torch.equal(trained[0], trained[i]) for i in range(1, 4))
+    with pytest.raises(ValueError, match="n_passes"):
+        MCNoise(0)
+    with pytest.raises(ValueError, match="pass_index"):
+        noise.begin(pass_index=3)
 
 
 @pytest.mark.parametrize("p", [0.05, 0.1, 0.3, 0.5, 0.7, 0.95])

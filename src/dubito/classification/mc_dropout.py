@@ -23,11 +23,21 @@ logits are not L2-penalised.
 Prediction (eq. 2.23): ``n_samples`` = T stochastic passes with only the dropout layers active
 (BatchNorm in evaluation mode: its running statistics are used and not changed, pitfall 5) give
 logits f_t(x) and ``ClassPredictive.from_logits`` (p̄ = (1/T) Σ_t softmax f_t, entropy, MI, ...).
-Masks are independent per example, per unit and per pass (spec §2.3). The T passes are **batched**
-(`mc_logits`): each input is repeated T times along the batch, pass-major (row t N + n), at the
-first dropout layer it reaches (``mc_expand="dropout"``, default: the deterministic part before it
-runs once) or at the input (``mc_expand="input"``, for models whose dropout sits in one of several
-branches); one forward then evaluates all T·N rows. On a CPU this equals a Python loop over the T
+Masks are independent per unit and per pass, and one pass is one sampled network ω_t ~ q(ω) applied
+to every input (Gal & Ghahramani 2016, eq. 8; `dubito.nn.concrete_dropout.MCNoise`): pass t's mask
+is drawn once, (T, 1, units), and shared by all rows, so an input's predictive does not depend on
+the other rows of X, their order or ``predict_batch_size`` (tested). This departs from the spec's
+§2.3 ("masks drawn independently per example", its correctness test 4): each input's marginal
+predictive is the same, but per-example masks made an input's draws depend on the batch around it
+(issue 19, as `dubito.regression.MCDropoutRegressor`); training keeps a mask per row. PyTorch's
+own ``nn.Dropout`` layers in a user network (``wrap``) are the exception: they draw a mask per row
+from torch's global generator (seeded per call), so their draws, though repeatable for the same X,
+change with the other rows and the chunking; replace them by
+`~dubito.nn.concrete_dropout.BernoulliDropout` (same p) for batch-invariant predictions. The T
+passes are **batched** (`mc_logits`): each input is repeated T times along the batch, pass-major
+(row t N + n), at the first dropout layer it reaches (``mc_expand="dropout"``, default: the
+deterministic part before it runs once) or at the input (``mc_expand="input"``, for models whose
+dropout sits in one of several branches); one forward then evaluates all T·N rows. On a CPU this equals a Python loop over the T
 passes with the same masks to rounding (tested: 1e-12 in float64). The draws are seeded
 (``predict_seed_`` or the call's ``random_state``), so ``predict_distribution`` is repeatable.
 
@@ -112,6 +122,7 @@ from dubito.early_stopping import (
     holdout_split,
 )
 from dubito.nn.concrete_dropout import (
+    MCNoise,
     StochasticDropout,
     dropout_modules,
     dropout_rates,
@@ -136,11 +147,26 @@ EXPANDS = ("dropout", "input")
 
 
 def check_labels(y: np.ndarray, n_classes: int | None) -> tuple[np.ndarray, int]:
-    """y as int64 labels in 0..K-1 and K (``n_classes``, or max(y) + 1); one ValueError otherwise."""
-    y = np.asarray(y, dtype=np.float64)
+    """y as int64 labels in 0..K-1 and K (``n_classes``, or max(y) + 1); one ValueError otherwise.
+
+    Refused: labels that are not integers (scikit-learn's "Unknown label type: continuous"),
+    negative or >= K, strings (encode them, e.g. ``sklearn.preprocessing.LabelEncoder``), and, when
+    K is inferred (``n_classes`` None), a y holding a single class: K = max(y) + 1 would then make
+    classes that were never seen, and a network trained on one class predicts it everywhere with
+    full confidence, which is no honest answer (scikit-learn's convention for one class present is
+    this ValueError, as ``LogisticRegression``). With ``n_classes`` given one class may be present
+    (e.g. a few newly labelled rows for ``fine_tune``).
+    """
+    try:
+        y = np.asarray(y, dtype=np.float64)
+    except (TypeError, ValueError):
+        first = np.asarray(y, dtype=object).reshape(-1)[:1]
+        raise ValueError("y must hold integer class labels 0..K-1; got non-numeric labels "
+                         f"(e.g. {first[0] if first.size else None!r}): encode them first, e.g. with "
+                         "sklearn.preprocessing.LabelEncoder") from None
     if not np.all(y == np.round(y)):
-        raise ValueError("y must hold integer class labels 0..K-1; got non-integer values "
-                         f"(e.g. {y[y != np.round(y)][0]!r})")
+        raise ValueError("Unknown label type: continuous. y must hold integer class labels 0..K-1; got non-integer "
+                         f"values (e.g. {y[y != np.round(y)][0]!r}); for a continuous target use a regressor")
     if y.min() < 0:
         raise ValueError(f"y must hold class labels 0..K-1; got a negative label ({int(y.min())})")
     k = int(y.max()) + 1 if n_classes is None else int(n_classes)
@@ -148,25 +174,47 @@ def check_labels(y: np.ndarray, n_classes: int | None) -> tuple[np.ndarray, int]
         raise ValueError(f"y holds labels outside 0..{k - 1} (n_classes={k}): largest label {int(y.max())}")
     if k < 2:
         raise ValueError("y holds a single class (0); a classifier needs K >= 2 classes (set n_classes)")
+    if n_classes is None and y.min() == y.max():
+        raise ValueError(f"y holds a single class ({int(y[0])}): a classifier needs examples of at least 2 classes; "
+                         f"set n_classes=K to train a K-class model on the class present")
     return y.astype(np.int64), k
 
 
 @torch.no_grad()
 def mc_logits(model: nn.Module, x: torch.Tensor, n_samples: int, *, batched: bool = True, expand: str = "dropout",
-              generator: torch.Generator | None = None) -> torch.Tensor:
+              generator: torch.Generator | None = None, noise: MCNoise | None = None) -> torch.Tensor:
     """T = ``n_samples`` MC-dropout passes of ``model`` at ``x`` (B, ...): logits (T, B, K).
 
     Inside `mc_mode` (only dropout stochastic, BatchNorm in evaluation mode). ``batched=True``: one
     forward over T·B rows, the input repeated pass-major (row t B + b) at the first dropout layer
     (``expand="dropout"``) or at the input (``expand="input"``); ``batched=False``: a loop of T
-    forwards (the reference the batched form equals, and the benchmark's baseline). ``generator``
-    seeds our dropout layers (PyTorch's use the global generator).
+    forwards (the reference the batched form equals, and the benchmark's baseline).
+
+    Masks: pass t is one sampled network ω_t for all B inputs (our dropout layers share their noise
+    by the rows, `dubito.nn.concrete_dropout.MCNoise`), so the logits of an input do not depend on
+    the other rows or their order, and the loop and the batched form see the same masks. ``noise``
+    (an ``MCNoise(T)``) keeps the draws for another call: pass the same one for every chunk of the
+    inputs to get the masks of one call over all of them; None draws new ones (from ``generator``,
+    given to our dropout layers, or torch's global generator). PyTorch's ``nn.Dropout`` layers draw
+    a mask per row from the global generator: with them an input's logits depend on the batch.
     """
     t = int(n_samples)
     b = x.shape[0]
-    with mc_mode(model, generator):
+    if noise is None:
+        noise = MCNoise(t)
+    elif noise.n_passes != t:
+        raise ValueError(f"noise holds the draws of {noise.n_passes} MC passes, not n_samples = {t}")
+    with mc_mode(model, generator, noise):
         if not batched:
-            return torch.stack([model(x) for _ in range(t)])
+            out = []
+            try:
+                for i in range(t):
+                    noise.begin(pass_index=i)
+                    out.append(model(x))
+            finally:
+                noise.begin()
+            return torch.stack(out)
+        noise.begin()
         if expand == "input":
             out = model(x.repeat(t, *([1] * (x.dim() - 1))))
         else:
@@ -589,7 +637,10 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
     def sample_logits(self, X, *, n_samples: int | None = None, random_state=None) -> np.ndarray:
         """The T MC-dropout logit draws at X, (T, N, K) float32 (T = 1 for ``dropout="none"``).
 
-        Seeded by ``random_state`` (None -> ``predict_seed_``), so repeated calls agree."""
+        Seeded by ``random_state`` (None -> ``predict_seed_``), so repeated calls agree. Pass t is
+        one sampled network for every row (`mc_logits`), drawn once for all chunks of
+        ``predict_batch_size`` rows, so a row's draws do not depend on the other rows of X (with our
+        dropout layers; not with PyTorch's ``nn.Dropout`` in a user network, see the module docstring)."""
         X = validate_predict_data(self, X, fitted_attributes=["net_"])
         t = self.n_samples if n_samples is None else n_samples
         t = check_int(t, "n_samples", min_value=1)
@@ -604,6 +655,7 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
         if rows is None:
             rows = 4096 if deterministic else max(1, 1024 // t)
         rows = check_int(rows, "predict_batch_size", min_value=1)
+        noise = MCNoise(t)  # one draw of the T masks for every chunk: a row's passes do not depend on the chunking
         with self._rng(seed, dev):
             for start in range(0, X.shape[0], rows):
                 x = self._tensor(X[start : start + rows])
@@ -611,7 +663,7 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
                     with torch.no_grad():
                         out.append(net.eval()(x).unsqueeze(0).cpu())
                 else:
-                    out.append(mc_logits(net, x, t, expand=self.mc_expand).cpu())
+                    out.append(mc_logits(net, x, t, expand=self.mc_expand, noise=noise).cpu())
         if not out:
             return np.zeros((t, 0, self.n_classes_), dtype=np.float32)
         return torch.cat(out, dim=1).numpy()
