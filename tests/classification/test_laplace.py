@@ -430,6 +430,28 @@ def test_on_a_fitted_mc_dropout_classifier(digits):
     _assert_same_state(est.net_, before)
 
 
+@pytest.mark.parametrize("expand", ["layer", "input"])
+def test_mc_dropout_laplace_rows_do_not_depend_on_the_rest_of_x(digits, expand):
+    """With mc_dropout=True a row's probabilities are the same predicted alone, in a shuffled batch
+    and in chunks of 3 (each pass's dropout mask is shared by all rows; float32 rounding only,
+    tolerance 1e-6), and the batched form equals the loop over the passes."""
+    from dubito.classification import MCDropoutClassifier
+
+    X, y, Xte, _ = digits
+    est = MCDropoutClassifier(dropout="concrete", hidden=(16,), features=16, epochs=2, n_samples=4,
+                              random_state=0).fit(X[:300], y[:300])
+    kw = dict(layers=1, mc_dropout=True, n_samples=6, random_state=0, expand=expand)
+    la = KFACLaplace(est, **kw).fit(X[:300], y[:300])
+    Xq = Xte[:9]
+    full = la.predict_distribution(Xq).probs
+    order = np.random.default_rng(0).permutation(9)
+    np.testing.assert_allclose(la.predict_distribution(Xq[order]).probs, full[order], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(la.predict_distribution(Xq[4:5]).probs, full[4:5], rtol=0, atol=1e-6)
+    chunked = KFACLaplace(est, predict_batch_size=3, **kw).fit(X[:300], y[:300])
+    np.testing.assert_allclose(chunked.predict_distribution(Xq).probs, full, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(la.sample_logits(Xq, batched=False), la.sample_logits(Xq), rtol=0, atol=1e-5)
+
+
 # ---------------------------------------------------------------- bad input
 def test_bad_input(mlp, cnn, digits):
     X, y, _, _ = digits

@@ -110,7 +110,7 @@ from dubito._validation import (
     validate_predict_data,
 )
 from dubito.classification.mc_dropout import MCDropoutClassifier, check_labels
-from dubito.nn.concrete_dropout import StochasticDropout, dropout_modules, mc_mode
+from dubito.nn.concrete_dropout import MCNoise, StochasticDropout, dropout_modules, mc_mode
 from dubito.nn.pilotnet import check_image_shape
 from dubito.predictive.classes import ClassPredictive
 from dubito.regression.deterministic import _check_device, seeds_from
@@ -583,12 +583,13 @@ class KFACLaplace(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ predict
     @contextlib.contextmanager
-    def _sampled(self, net, thetas, t, b, expand, dropout_gen):
+    def _sampled(self, net, thetas, t, b, expand, dropout_gen, noise=None):
         """Inside: the sampled layers compute with their T weight draws; rows expanded at the first
-        sampled (or dropout) layer. Restores forwards, hooks and modes on exit (also on error)."""
+        sampled (or dropout) layer; our dropout layers draw one mask per pass shared by all rows
+        from ``noise`` (an `MCNoise`). Restores forwards, hooks and modes on exit (also on error)."""
         patched, handles = [], []
         modes = {m: m.training for m in net.modules()}
-        ctx = mc_mode(net, dropout_gen) if self.mc_dropout else contextlib.nullcontext()
+        ctx = mc_mode(net, dropout_gen, noise) if self.mc_dropout else contextlib.nullcontext()
         try:
             with ctx:
                 if not self.mc_dropout:
@@ -658,6 +659,9 @@ class KFACLaplace(ClassifierMixin, BaseEstimator):
         net = self._network()
         dev = self._layers[0].chol_a.device
         dgen = torch.Generator(device=dev).manual_seed(d_seed % (2**63))
+        # with mc_dropout: pass t's dropout masks are drawn once and shared by every row and chunk, so
+        # a row's logits do not depend on the rest of X (PyTorch's nn.Dropout still draws per row)
+        noise = MCNoise(t) if self.mc_dropout else None
         out = []
         devices = [dev.index or 0] if dev.type == "cuda" else []
         with torch.random.fork_rng(devices=devices), torch.no_grad():
@@ -665,7 +669,9 @@ class KFACLaplace(ClassifierMixin, BaseEstimator):
             for xb, _ in self._batches(X, None, s, fit=False):
                 b = xb.shape[0]
                 if batched:
-                    with self._sampled(net, thetas, t, b, s["expand"], dgen):
+                    with self._sampled(net, thetas, t, b, s["expand"], dgen, noise):
+                        if noise is not None:
+                            noise.begin()
                         x_in = xb.repeat(t, *([1] * (xb.dim() - 1))) if s["expand"] == "input" else xb
                         logits = net(x_in)
                     if logits.shape[0] != t * b:
@@ -676,7 +682,9 @@ class KFACLaplace(ClassifierMixin, BaseEstimator):
                     rows = []
                     for i in range(t):
                         one = {name: th[i : i + 1] for name, th in thetas.items()}
-                        with self._sampled(net, one, 1, b, "layer", dgen):
+                        with self._sampled(net, one, 1, b, "layer", dgen, noise):
+                            if noise is not None:
+                                noise.begin(pass_index=i)
                             rows.append(net(xb))
                     out.append(torch.stack(rows).cpu())
         if not out:
