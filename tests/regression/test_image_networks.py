@@ -80,16 +80,21 @@ def test_each_baseline_learns_the_bar_angle(fitted, data, name):
 
 # ---------------------------------------------------------------- input scaling
 def test_scalar_input_standardisation(fitted, data):
-    """x_mean_, x_scale_ hold ONE mean and sd over all pixels of the training images (ddof 0)."""
+    """x_mean_, x_scale_ hold ONE mean and sd over all pixels of the training images (ddof 0): the
+    rows trained on, i.e. without the held-out share of validated fitting (`dubito.early_stopping`)."""
+    from dubito._estimator import seeds_from
+    from dubito.early_stopping import holdout_split
+
     X, _, Xq, _ = data
     est = fitted["deterministic"]
+    X = X[holdout_split(len(X), est.validation_fraction, seeds_from(est.random_state, 5)[4])[0]]
     assert est.x_mean_.shape == est.x_scale_.shape == (256,)
     np.testing.assert_array_equal(est.x_mean_, np.full(256, X.mean()))
     np.testing.assert_array_equal(est.x_scale_, np.full(256, X.std()))
     np.testing.assert_allclose(est._standardise(Xq), (Xq - X.mean()) / X.std(), rtol=1e-14, atol=1e-14)
     # constant images: centre only (sd := 1), as a constant column is in the tabular path
-    const = DeterministicRegressor(**{**CNN, "epochs": 1, "image_shape": (2, 2)}).fit(np.full((10, 4), 0.5),
-                                                                                     np.arange(10.0))
+    const = DeterministicRegressor(**{**CNN, "epochs": 1, "image_shape": (2, 2), "validation_fraction": 0.0})
+    const.fit(np.full((10, 4), 0.5), np.arange(10.0))
     np.testing.assert_array_equal(const.x_scale_, np.ones(4))
     np.testing.assert_array_equal(const.x_mean_, np.full(4, 0.5))
     # the tabular path keeps per-column scaling
