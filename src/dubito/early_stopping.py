@@ -143,13 +143,18 @@ class EarlyStopping:
         return dict(patience=self.patience, min_delta=self.min_delta, best_loss=self.best_loss.tolist(),
                     best_epoch=self.best_epoch.tolist(), bad_epochs=self.bad_epochs.tolist(), curve=self.curve)
 
+    def restore(self, state: dict) -> None:
+        """Continue from a `state` (a resumed training checkpoint)."""
+        self.patience, self.min_delta = int(state["patience"]), float(state["min_delta"])
+        self.best_loss = np.asarray(state["best_loss"], dtype=np.float64)
+        self.best_epoch = np.asarray(state["best_epoch"], dtype=np.int64)
+        self.bad_epochs = np.asarray(state["bad_epochs"], dtype=np.int64)
+        self.curve = [list(map(float, row)) for row in state["curve"]]
+
     @classmethod
     def from_state(cls, state: dict) -> EarlyStopping:
         stopper = cls(state["patience"], len(state["best_loss"]), state["min_delta"])
-        stopper.best_loss = np.asarray(state["best_loss"], dtype=np.float64)
-        stopper.best_epoch = np.asarray(state["best_epoch"], dtype=np.int64)
-        stopper.bad_epochs = np.asarray(state["bad_epochs"], dtype=np.int64)
-        stopper.curve = [list(map(float, row)) for row in state["curve"]]
+        stopper.restore(state)
         return stopper
 
 

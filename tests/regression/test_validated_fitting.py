@@ -109,6 +109,20 @@ def test_bad_validation_settings_are_refused(Xy, name, kw, match):
         ESTIMATORS[name](**kw).fit(*Xy)
 
 
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_a_constant_y_on_the_training_rows_is_refused(name):
+    """y with two distinct values whose rarer one is held out: the training rows' y is constant."""
+    from dubito.early_stopping import holdout_split
+
+    est = ESTIMATORS[name](batch_size=4)
+    seed = seed_base(est.random_state) if name == "ensemble" else seeds_from(est.random_state, 5)[4]
+    X = np.random.default_rng(0).normal(size=(20, 2))
+    y = np.zeros(20)
+    y[holdout_split(20, est.validation_fraction, seed)[1]] = 1.0
+    with pytest.raises(ValueError, match="1 distinct y value.*non-constant y"):
+        est.fit(X, y)
+
+
 def test_ensemble_members_stop_on_their_own_and_nested_members_agree(Xy):
     """Member l's held-out rows, order and stopping depend only on (seed, l): the first 2 members
     of a 3-member validated ensemble are a 2-member one: the same best epochs, and the same

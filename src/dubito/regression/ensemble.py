@@ -215,7 +215,7 @@ def train_members(
         start, record = load_training(checkpoint.path, _CHECKPOINT_KIND, checkpoint.settings, **parts)
         curve[:start] = np.asarray(record["curve"], dtype=np.float64).reshape(start, L)
         if stopper is not None:
-            stopper.__dict__.update(EarlyStopping.from_state(record["stopper"]).__dict__)
+            stopper.restore(record["stopper"])
     done = stopper is not None and stopper.done
     net.train()
     from rich.console import Console
@@ -474,8 +474,10 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
                                              batch_size=s["batch_size"] if fraction > 0 else None)
         X_fit, y_fit = X[train_rows], y[train_rows]
         n, p = X_fit.shape
-        if n < MIN_SAMPLES:
-            raise ValueError(f"validation_fraction={fraction} leaves {n} training row(s); at least {MIN_SAMPLES} are needed")
+        if n < MIN_SAMPLES or np.ptp(y_fit) == 0:
+            raise ValueError(f"validation_fraction={fraction} leaves {n} training row(s) with "
+                             f"{len(np.unique(y_fit))} distinct y value(s); at least {MIN_SAMPLES} rows and a "
+                             "non-constant y are needed: lower validation_fraction or add rows")
 
         x_mean, x_scale, y_mean, y_scale = standardise_fit(X_fit, y_fit)
         Xs = (X_fit - x_mean) / x_scale
