@@ -54,7 +54,7 @@ def main(argv=None) -> None:
     rows = next(iter(KFold(SGD_FOLDS, shuffle=True, random_state=args.seed).split(d.X_tr)))[0]
     X, y = d.X_tr[rows], d.y_tr[rows]
     # one epoch only to set the scalers and build the net; training continues below
-    est = DeepNoiseSGDRegressor(epochs=1, random_state=args.seed, progress=False).fit(X, y)
+    est = DeepNoiseSGDRegressor(epochs=1, validation_fraction=0.0, random_state=args.seed, progress=False).fit(X, y)
     s = est._settings()
     net = est.net_.float()
     Xt = torch.as_tensor((X - est.x_mean_) / est.x_scale_, dtype=torch.float32)

@@ -1,6 +1,8 @@
 """Validated fitting of the network regressors: held-out rows, early stopping on their NLL, the
 best epoch's weights kept (dubito.early_stopping)."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -12,6 +14,7 @@ from dubito.nn.batched import gaussian_nll
 from dubito.nn.mdn import mixture_nll
 from dubito.regression import (
     DeepEnsembleRegressor,
+    DeepNoiseSGDRegressor,
     DeterministicRegressor,
     MCDropoutRegressor,
     MixtureDensityRegressor,
@@ -24,6 +27,7 @@ ESTIMATORS = {
     "deterministic": lambda **kw: DeterministicRegressor(**{**COMMON, **kw}),
     "mc-dropout": lambda **kw: MCDropoutRegressor(dropout=0.1, n_samples=20, **{**COMMON, **kw}),
     "mdn": lambda **kw: MixtureDensityRegressor(n_components=3, **{**COMMON, **kw}),
+    "deepnoise-sgd": lambda **kw: DeepNoiseSGDRegressor(n_noise_samples=8, **{**COMMON, **kw}),
 }
 
 
@@ -39,6 +43,8 @@ def _held_out_rows(est, n):
     """The rows the estimator held out, drawn again from its seed (the documented streams)."""
     if isinstance(est, DeepEnsembleRegressor):
         seed = seed_base(est.random_state)
+    elif isinstance(est, DeepNoiseSGDRegressor):
+        seed = seeds_from(est.random_state, 4)[3]
     else:
         seed = seeds_from(est.random_state, 5)[4]
     return holdout_split(n, est.validation_fraction, seed)[1]
@@ -54,6 +60,10 @@ def _held_out_loss(est, X, y):
         return gaussian_nll(mean, var, ys).numpy()
     if isinstance(est, MixtureDensityRegressor):
         return np.array([float(mixture_nll(*est.net_(Xs), ys))])
+    if isinstance(est, DeepNoiseSGDRegressor):  # the MC loss: float32 and the epoch's fixed noise, as in training
+        g = torch.Generator().manual_seed(seeds_from(est.random_state, 4)[3])
+        net = copy.deepcopy(est.net_).float()
+        return np.array([float(net.mixture_nll(Xs.float(), ys.float(), est.n_noise_samples, g))])
     return np.array([float(((est.net_(Xs)[:, 0] - ys) ** 2).mean())])
 
 
@@ -105,6 +115,9 @@ def test_validated_fit_survives_save_and_load(Xy, name, tmp_path):
     (dict(patience=0), "patience"),
 ])
 def test_bad_validation_settings_are_refused(Xy, name, kw, match):
+    if name == "deepnoise-sgd" and "batch_size" in kw:
+        pytest.skip("DeepNoise-SGD caps its batch at the rows trained on (its default batch, [C]'s 1000, "
+                    "exceeds most data sets), so no batch is too large")
     with pytest.raises(ValueError, match=match):
         ESTIMATORS[name](**kw).fit(*Xy)
 
@@ -118,6 +131,8 @@ def test_a_constant_y_on_the_training_rows_is_refused(name):
     seed = seed_base(est.random_state) if name == "ensemble" else seeds_from(est.random_state, 5)[4]
     X = np.random.default_rng(0).normal(size=(20, 2))
     y = np.zeros(20)
+    if name == "deepnoise-sgd":
+        seed = seeds_from(est.random_state, 4)[3]
     y[holdout_split(20, est.validation_fraction, seed)[1]] = 1.0
     with pytest.raises(ValueError, match="1 distinct y value.*non-constant y"):
         est.fit(X, y)

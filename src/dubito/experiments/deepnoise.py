@@ -470,7 +470,7 @@ def _fit_sgd(d: _Data, s: dict, device: str, progress: bool, seed: int):
 
     est = DeepNoiseSGDRegressor(**_arch(s), n_noise_samples=int(s["n_noise_samples"]), lr=float(s["lr"]),
                                 batch_size=int(s["batch_size"]), epochs=int(s["epochs"]), random_state=seed,
-                                device=device, progress=progress).fit(d.X_tr, d.y_tr)
+                                validation_fraction=0.0, device=device, progress=progress).fit(d.X_tr, d.y_tr)
     return est, dict(epochs=int(s["epochs"]))
 
 

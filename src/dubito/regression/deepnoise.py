@@ -260,6 +260,7 @@ def _init_chain(job: _ChainJob, Xs, ys, act, gen, device):
     else:
         sgd = DeepNoiseSGDRegressor(
             hidden=s["hidden"], activation=s["activation"], epochs=s["sgd_epochs"],
+            validation_fraction=0.0,  # the init of [C]: every row, sgd_epochs epochs
             random_state=_state_seed(job.seed, 0), device=device, progress=False,
         ).fit(job.X[job.sgd_rows], job.y[job.sgd_rows])
         source = (sgd.x_mean_, sgd.x_scale_, sgd.y_mean_, sgd.y_scale_)
