@@ -38,6 +38,7 @@ __all__ = [
     "EarlyStopping",
     "best_copy",
     "check_patience",
+    "check_training_target",
     "check_validation_fraction",
     "copy_best_members",
     "holdout_split",
@@ -104,6 +105,15 @@ def holdout_split(n: int, fraction: float, seed: int, *, batch_size: int | None 
             f"validation_fraction={fraction} holds out {int(mask.sum())} of {n} rows and leaves {n_train} to train "
             f"on, fewer than batch_size={batch_size}: lower batch_size or validation_fraction (0 trains on every row)")
     return rows[~mask], rows[mask]
+
+
+def check_training_target(y_train: np.ndarray, fraction: float, min_samples: int) -> None:
+    """Refuse (one ValueError) a held-out draw that leaves fewer than ``min_samples`` training rows
+    or a constant y on them: the target is standardised by its sd on the rows trained on."""
+    if y_train.size < min_samples or np.ptp(y_train) == 0:
+        raise ValueError(f"validation_fraction={fraction} leaves {y_train.size} training row(s) with "
+                         f"{len(np.unique(y_train))} distinct y value(s); at least {min_samples} rows and a "
+                         "non-constant y are needed: lower validation_fraction or add rows")
 
 
 class EarlyStopping:

@@ -46,6 +46,7 @@ from dubito.early_stopping import (
     EarlyStopping,
     best_copy,
     check_patience,
+    check_training_target,
     check_validation_fraction,
     copy_best_members,
     holdout_split,
@@ -310,10 +311,7 @@ class DeepNoiseSGDRegressor(RegressorMixin, BaseEstimator):
         fraction = s["validation_fraction"]
         # no batch check: batch_size is capped at the training rows (its default, [C]'s 1000, exceeds most sets)
         train_rows, val_rows = holdout_split(X.shape[0], fraction, int(gen_holdout.initial_seed()))
-        if train_rows.size < MIN_SAMPLES or np.ptp(y[train_rows]) == 0:
-            raise ValueError(f"validation_fraction={fraction} leaves {train_rows.size} training row(s) with "
-                             f"{len(np.unique(y[train_rows]))} distinct y value(s); at least {MIN_SAMPLES} rows and a "
-                             "non-constant y are needed: lower validation_fraction or add rows")
+        check_training_target(y[train_rows], fraction, MIN_SAMPLES)
         Xf, yf = X[train_rows], y[train_rows]
         self.n_train_ = int(train_rows.size)
         p = X.shape[1]

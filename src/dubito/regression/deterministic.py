@@ -73,6 +73,7 @@ from dubito.early_stopping import (
     EarlyStopping,
     best_copy,
     check_patience,
+    check_training_target,
     check_validation_fraction,
     copy_best_members,
     holdout_split,
@@ -245,10 +246,7 @@ class _MLPRegressor(_Standardised):
         fraction = s["validation_fraction"]
         train_rows, val_rows = holdout_split(X.shape[0], fraction, holdout_seed,
                                              batch_size=s["batch_size"] if fraction > 0 else None)
-        if train_rows.size < MIN_SAMPLES or np.ptp(y[train_rows]) == 0:
-            raise ValueError(f"validation_fraction={fraction} leaves {train_rows.size} training row(s) with "
-                             f"{len(np.unique(y[train_rows]))} distinct y value(s); at least {MIN_SAMPLES} rows and a "
-                             "non-constant y are needed: lower validation_fraction or add rows")
+        check_training_target(y[train_rows], fraction, MIN_SAMPLES)
         Xs, ys = self._fit_scaling(X[train_rows], y[train_rows], scalar_x=s["network"] == "cnn")
         p = Xs.shape[1]
         net = self._build_net(s, p, generator=torch.Generator().manual_seed(init_seed))

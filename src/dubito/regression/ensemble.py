@@ -66,6 +66,7 @@ from dubito.early_stopping import (
     EarlyStopping,
     best_copy,
     check_patience,
+    check_training_target,
     check_validation_fraction,
     copy_best_members,
     holdout_split,
@@ -474,10 +475,7 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
                                              batch_size=s["batch_size"] if fraction > 0 else None)
         X_fit, y_fit = X[train_rows], y[train_rows]
         n, p = X_fit.shape
-        if n < MIN_SAMPLES or np.ptp(y_fit) == 0:
-            raise ValueError(f"validation_fraction={fraction} leaves {n} training row(s) with "
-                             f"{len(np.unique(y_fit))} distinct y value(s); at least {MIN_SAMPLES} rows and a "
-                             "non-constant y are needed: lower validation_fraction or add rows")
+        check_training_target(y_fit, fraction, MIN_SAMPLES)
 
         x_mean, x_scale, y_mean, y_scale = standardise_fit(X_fit, y_fit)
         Xs = (X_fit - x_mean) / x_scale
