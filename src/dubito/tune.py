@@ -144,8 +144,9 @@ def tune(estimator, X, y, *, space: dict | None = None, n_trials: int = DEFAULT_
     if y_arr.ndim != 1:
         raise ValueError(f"y must be 1-D, got shape {y_arr.shape}")
     n = y_arr.shape[0]
-    if getattr(X, "shape", (n,))[0] != n or (not hasattr(X, "shape") and len(X) != n):
-        raise ValueError(f"X and y have inconsistent numbers of rows: {len(X)} and {n}")
+    n_rows = X.shape[0] if hasattr(X, "shape") else len(X)
+    if n_rows != n:
+        raise ValueError(f"X and y have inconsistent numbers of rows: {n_rows} and {n}")
     params = estimator.get_params(deep=False)
     base = clone(estimator)
     if "random_state" in params and params["random_state"] is None:
