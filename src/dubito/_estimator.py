@@ -1,16 +1,55 @@
-"""What every estimator shares: its seeds and its torch device.
+r"""The one base of dubito's estimators: what every regressor and classifier shares.
 
-(Growing into the one estimator base of issue 19: input checks, standardisation, validated
-fitting (`dubito.early_stopping`), persistence and diagnostics move here as they are unified.)
+`DubitoEstimator` (scikit-learn's ``BaseEstimator``) holds
+
+* **seeds** (`seed_base`, `seeds_from`) and the **device** (`check_device`, ``_device()``);
+* **input checks** (``_validate_fit`` / ``_validate_predict``: `dubito._validation`, one clear
+  ValueError per problem; torch tensors accepted);
+* **persistence**: ``save(path)`` writes ``self._state()`` = (tensors, settings) as one
+  safetensors file with JSON settings, atomically (`dubito.io`; no pickle), and
+  ``load(path, device=None)`` rebuilds through ``cls._from_state(tensors, settings, ...)``; each
+  estimator implements only these two hooks. ``_common_fitted()`` / ``_restore_common()``
+  carry what every fitted estimator has (``n_features_in_``, ``feature_names_in_``,
+  ``n_train_``) and ``_training_fitted()`` / ``_restore_training()`` the record of validated
+  fitting (``best_epoch_``, ``stopped_by_``, `dubito.early_stopping`);
+* a **progress bar** (`progress_bar`: rich, on stderr, off with ``progress=False``);
+* scikit-learn's **tags**: no NaN, no sparse input.
+
+`DubitoRegressor` adds the **standardisation** of X and y by the training rows
+(``_fit_scaling``, ``_standardise``, `dubito._standardise`; saved by ``_scaling_tensors`` /
+``_restore_scaling``) and ``predict`` = the predictive mean, ``predict_distribution(X).mean``.
+`DubitoClassifier` adds ``predict`` = the most probable class of ``predict_proba``.
+
+The validation protocol (held-out share, early stopping on held-out NLL) is
+`dubito.early_stopping`, and its epoch loop with the progress bar `dubito.training_loop`;
+diagnostics of samplers and variational fits are `dubito.inference.convergence`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils import check_random_state
 
-__all__ = ["check_device", "seed_base", "seeds_from"]
+from dubito import io
+from dubito._standardise import column_scaling
+from dubito._validation import (
+    check_choice,
+    check_fitted,
+    validate_fit_data,
+    validate_predict_data,
+)
+
+__all__ = [
+    "DubitoClassifier",
+    "DubitoEstimator",
+    "DubitoRegressor",
+    "check_device",
+    "progress_bar",
+    "seed_base",
+    "seeds_from",
+]
 
 
 def seed_base(random_state) -> int:
@@ -37,3 +76,165 @@ def check_device(device) -> torch.device:
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={device!r} but CUDA is not available here; use device='cpu'")
     return dev
+
+
+def progress_bar(enabled: bool):
+    """A rich ``Progress`` on stderr (description, bar, done/total, elapsed, remaining), disabled
+    unless ``enabled``. Use ``with progress_bar(p) as bar: task = bar.add_task(text, total=n)``."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn(), TimeRemainingColumn())
+    return Progress(*columns, console=Console(stderr=True), disable=not enabled)
+
+
+class DubitoEstimator(BaseEstimator):
+    """Input checks, device, persistence hooks, progress bar and tags of every dubito estimator."""
+
+    # -------------------------------------------------------------- inputs and device
+    def _device(self) -> torch.device:
+        """The ``device`` setting, checked (`check_device`)."""
+        return check_device(getattr(self, "device", "cpu"))
+
+    def _validate_fit(self, X, y, **kwargs):
+        """(X, y) as float numpy arrays, checked (`dubito._validation.validate_fit_data`)."""
+        return validate_fit_data(self, X, y, **kwargs)
+
+    def _validate_predict(self, X, fitted_attributes=None) -> np.ndarray:
+        """X as a float numpy array, checked against the fit (`validate_predict_data`)."""
+        return validate_predict_data(self, X, fitted_attributes=fitted_attributes)
+
+    # -------------------------------------------------------------- persistence
+    def _state(self) -> tuple[dict[str, torch.Tensor], dict]:
+        """(tensors, settings) of the fitted model: what `save` writes. settings is JSON-able,
+        conventionally ``{"params": io.json_params(self), "fitted": {...}}``."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement _state")
+
+    @classmethod
+    def _from_state(cls, tensors: dict, settings: dict, *, device=None, where: str = "", **kwargs):
+        """The estimator rebuilt from `_state`'s output; ``device`` overrides the saved setting;
+        ``where`` names the file in errors."""
+        raise NotImplementedError(f"{cls.__name__} does not implement _from_state")
+
+    def save(self, path) -> None:
+        """Write the fitted model to ``path``: one safetensors file with JSON settings, written
+        atomically (`dubito.io`; no pickle)."""
+        check_fitted(self)
+        tensors, settings = self._state()
+        io.save_tensors(path, tensors, type(self).__name__, settings)
+
+    @classmethod
+    def load(cls, path, *, device=None, **kwargs):
+        """Read a model written by `save`; ``device`` overrides the saved device setting. A
+        corrupted, truncated or foreign file raises one ``ValueError`` naming it."""
+        tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
+        with io.rebuilding(path, cls.__name__):
+            return cls._from_state(tensors, settings, device=device, where=str(path), **kwargs)
+
+    def _common_fitted(self) -> dict:
+        """JSON of what every fitted estimator has: n_features_in, feature_names_in, n_train."""
+        out = dict(n_features_in=int(self.n_features_in_), feature_names_in=io.feature_names_json(self))
+        if hasattr(self, "n_train_"):
+            out["n_train"] = int(self.n_train_)
+        return out
+
+    def _restore_common(self, fitted: dict) -> int:
+        """Inverse of `_common_fitted`; returns n_features_in."""
+        self.n_features_in_ = int(fitted["n_features_in"])
+        io.set_feature_names(self, fitted.get("feature_names_in"))
+        if "n_train" in fitted:
+            self.n_train_ = int(fitted["n_train"])
+        return self.n_features_in_
+
+    def _training_fitted(self) -> dict:
+        """JSON of the validated-fitting record: best_epoch (int, or a list per member), stopped_by."""
+        best = np.asarray(self.best_epoch_)
+        return dict(best_epoch=int(best) if best.ndim == 0 else [int(e) for e in best], stopped_by=self.stopped_by_)
+
+    def _restore_training(self, fitted: dict, tensors: dict, n_epochs_run: int, n_units: int | None = None) -> None:
+        """Inverse of `_training_fitted` and of a ``validation_curve`` tensor. A file written before
+        validated fitting has none of them: every unit ran to the cap (``n_epochs_run``), no curve."""
+        from dubito.early_stopping import STOPPED_BY
+
+        empty = torch.zeros(0) if n_units is None else torch.zeros(0, n_units)
+        self.validation_curve_ = tensors.get("validation_curve", empty).double().numpy()
+        best = fitted.get("best_epoch", n_epochs_run if n_units is None else [n_epochs_run] * n_units)
+        self.best_epoch_ = int(best) if n_units is None else np.asarray(best, dtype=np.int64)
+        self.stopped_by_ = check_choice(fitted.get("stopped_by", "cap"), "stopped_by", STOPPED_BY)
+
+    # -------------------------------------------------------------- scikit-learn
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False  # NaN/inf are refused at fit and predict
+        tags.input_tags.sparse = False
+        return tags
+
+
+class DubitoRegressor(RegressorMixin, DubitoEstimator):
+    """A dubito regressor: standardises X and y by the training rows; ``predict`` is the
+    predictive mean. Subclasses implement ``fit`` and ``predict_distribution``."""
+
+    def _fit_scaling(self, X: np.ndarray, y: np.ndarray, scalar_x: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Standardised (X, y); sets x_mean_, x_scale_ (p,), y_mean_, y_scale_ and n_train_.
+
+        Per column for tabular X (`column_scaling`: population sd, constant columns sd 1); with
+        ``scalar_x`` (images) ONE mean and sd over all entries of X, stored as (p,) arrays filled
+        with them, so the pixels keep their relative values."""
+        if scalar_x:
+            x_mean = np.full(X.shape[1], X.mean())
+            x_scale = np.full(X.shape[1], 1.0 if np.ptp(X) == 0 else X.std())
+        else:
+            x_mean, x_scale = column_scaling(X)
+        self.x_mean_, self.x_scale_ = x_mean, x_scale
+        self.y_mean_, self.y_scale_ = float(y.mean()), float(y.std())
+        self.n_train_ = int(X.shape[0])
+        return (X - x_mean) / x_scale, (y - self.y_mean_) / self.y_scale_
+
+    def _standardise(self, X, fitted_attributes=None) -> np.ndarray:
+        """X checked (`_validate_predict`) and standardised by the training scaling."""
+        X = self._validate_predict(X, fitted_attributes)
+        return (X - self.x_mean_) / self.x_scale_
+
+    def _scaling_tensors(self) -> dict[str, torch.Tensor]:
+        """x_mean, x_scale (float64 tensors) and y_mean, y_scale (0-d) for `_state`."""
+        return {name: torch.as_tensor(np.asarray(getattr(self, name + "_"), dtype=np.float64))
+                for name in ("x_mean", "x_scale", "y_mean", "y_scale")}
+
+    def _restore_scaling(self, tensors: dict, fitted: dict, n_features: int) -> None:
+        """Inverse of `_scaling_tensors` (y_mean / y_scale read from ``fitted`` in older files).
+        A scaling whose shape is not (n_features,) raises RuntimeError, which `load` reports as
+        one ValueError naming the file (`io.rebuilding`)."""
+        self.x_mean_ = tensors["x_mean"].double().numpy()
+        self.x_scale_ = tensors["x_scale"].double().numpy()
+        for name in ("y_mean", "y_scale"):
+            value = tensors[name] if name in tensors else fitted[name]
+            setattr(self, name + "_", float(value))
+        if self.x_mean_.shape != (n_features,) or self.x_scale_.shape != (n_features,):
+            raise RuntimeError(f"inconsistent tensor shapes: the input scaling is {self.x_mean_.shape}, not ({n_features},)")
+
+    def predict(self, X) -> np.ndarray:
+        """The predictive mean E[y | x] in the user's units, (N,)."""
+        return np.asarray(self.predict_distribution(X).mean, dtype=np.float64)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.single_output = True
+        tags.target_tags.multi_output = False  # a scalar response
+        return tags
+
+
+class DubitoClassifier(ClassifierMixin, DubitoEstimator):
+    """A dubito classifier: ``predict`` is the most probable class of ``predict_proba``, as a
+    label of ``classes_``. Subclasses implement ``fit`` and ``predict_proba``."""
+
+    def predict(self, X) -> np.ndarray:
+        """argmax_c p(c | x), as labels of ``classes_``, (N,)."""
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]

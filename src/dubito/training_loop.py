@@ -1,0 +1,109 @@
+r"""The epoch loop every gradient-trained estimator shares: train, score the held-out rows,
+stop early, keep the best state, show a progress bar.
+
+`run_epochs` runs ``train_epoch(epoch)`` up to ``epochs`` times. With ``validate`` (the held-out
+NLL of each unit: one network, or each member of an ensemble trained together) it updates an
+`dubito.early_stopping.EarlyStopping` after every epoch, calls ``keep_best(improved)`` so the
+caller can copy the improved units' state, stops when every unit has gone ``patience`` epochs
+without improving, and calls ``restore_best()`` at the end. It returns a `TrainingRecord`
+(loss curve, held-out curve, best epoch per unit, stopped by "patience" or "cap"), which
+estimators store as ``loss_curve_``, ``validation_curve_``, ``best_epoch_`` and ``stopped_by_``.
+
+`module_snapshots(net)` gives ``keep_best`` / ``restore_best`` for a torch module (units stacked
+on the first axis of every tensor for an ensemble, `dubito.early_stopping.copy_best_members`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from dubito._estimator import progress_bar
+from dubito.early_stopping import EarlyStopping, best_copy, copy_best_members
+
+__all__ = ["TrainingRecord", "module_snapshots", "run_epochs"]
+
+
+@dataclass
+class TrainingRecord:
+    """What a training run leaves: ``loss_curve`` (epochs run,) of the training loss;
+    ``validation_curve`` (epochs run, units) of the held-out losses ((0, units) without them);
+    ``best_epoch`` (units,), counted from 1 (the last epoch without validation); ``stopped_by``
+    "patience" or "cap"."""
+
+    loss_curve: np.ndarray
+    validation_curve: np.ndarray
+    best_epoch: np.ndarray
+    stopped_by: str
+
+
+def module_snapshots(net: torch.nn.Module) -> tuple[Callable[[np.ndarray], None], Callable[[], None]]:
+    """(keep_best, restore_best) for `run_epochs` over ``net``'s parameters and buffers."""
+    best = best_copy(net)
+
+    def keep_best(improved: np.ndarray) -> None:
+        copy_best_members(best, net, improved)
+
+    def restore_best() -> None:
+        net.load_state_dict(best.state_dict())
+
+    return keep_best, restore_best
+
+
+def run_epochs(
+    train_epoch: Callable[[int], float],
+    *,
+    epochs: int,
+    description: str,
+    progress: bool,
+    validate: Callable[[], Sequence[float]] | None = None,
+    patience: int = 20,
+    n_units: int = 1,
+    keep_best: Callable[[np.ndarray], None] | None = None,
+    restore_best: Callable[[], None] | None = None,
+    stopper: EarlyStopping | None = None,
+    start_epoch: int = 0,
+    loss_curve: Sequence[float] = (),
+    after_epoch: Callable[[int, EarlyStopping | None, np.ndarray], None] | None = None,
+) -> TrainingRecord:
+    """Train for at most ``epochs`` epochs, stopping early on the held-out losses of ``validate``.
+
+    ``train_epoch(epoch)`` runs one epoch (0-based) and returns its training loss. ``validate()``
+    returns the held-out loss of each of ``n_units`` units (None: no early stopping, every epoch
+    runs). ``keep_best(improved)`` is called after each validation with the mask of the units that
+    improved; ``restore_best()`` once at the end. A resumed run passes its ``stopper``,
+    ``start_epoch`` and the ``loss_curve`` so far; ``after_epoch(epoch, stopper, curve)`` runs after
+    every epoch (e.g. to write a training checkpoint).
+    """
+    if validate is not None and stopper is None:
+        stopper = EarlyStopping(patience, n_units)
+    curve = list(map(float, loss_curve))
+    with progress_bar(progress) as bar:
+        task = bar.add_task(description, total=epochs, completed=start_epoch)
+        for epoch in range(start_epoch, epochs):
+            if stopper is not None and stopper.done:
+                break
+            curve.append(float(train_epoch(epoch)))
+            text = f"{description} loss {curve[-1]:.4g}"
+            if stopper is not None:
+                held_out = np.asarray(validate(), dtype=np.float64).reshape(-1)
+                improved = stopper.update(held_out)
+                if keep_best is not None:
+                    keep_best(improved)
+                text += f" held-out {np.nanmean(held_out):.4g}"
+                if stopper.done:  # the bar ends full, at the epochs run
+                    text += f" stopped, best epoch {int(stopper.best_epoch.max())}"
+            if after_epoch is not None:
+                after_epoch(epoch, stopper, np.asarray(curve))
+            stopped = stopper is not None and stopper.done
+            bar.update(task, advance=1, description=text, total=epoch + 1 if stopped else epochs)
+    if stopper is None:
+        return TrainingRecord(np.asarray(curve), np.zeros((0, n_units)), np.full(n_units, len(curve), dtype=np.int64),
+                              "cap")
+    if restore_best is not None:
+        restore_best()
+    return TrainingRecord(np.asarray(curve), np.asarray(stopper.curve, dtype=np.float64).reshape(-1, n_units),
+                          stopper.best_epoch.copy(), "patience" if stopper.done else "cap")

@@ -1,0 +1,57 @@
+"""`dubito.training_loop.run_epochs`: the shared epoch loop, against hand-computed stopping epochs."""
+
+import numpy as np
+import pytest
+import torch
+
+from dubito.training_loop import module_snapshots, run_epochs
+
+
+def _feed(values):
+    it = iter(values)
+    return lambda: [next(it)]
+
+
+def test_stops_after_patience_and_restores_the_best_epoch():
+    net = torch.nn.Linear(1, 1, bias=False)
+    keep, restore = module_snapshots(net)
+
+    def train_epoch(epoch):
+        with torch.no_grad():
+            net.weight.fill_(float(epoch + 1))  # weight = epoch number (from 1)
+        return 10.0 - epoch
+
+    held_out = [5.0, 4.0, 3.0, 3.5, 3.2, 3.1, 9.0, 9.0]  # best at epoch 3; 3 epochs without improving
+    record = run_epochs(train_epoch, epochs=8, description="t", progress=False, validate=_feed(held_out),
+                        patience=3, keep_best=keep, restore_best=restore)
+    assert record.stopped_by == "patience"
+    assert record.best_epoch.tolist() == [3]
+    np.testing.assert_array_equal(record.loss_curve, [10, 9, 8, 7, 6, 5])
+    np.testing.assert_array_equal(record.validation_curve[:, 0], held_out[:6])
+    assert float(net.weight) == 3.0  # the weights of epoch 3
+
+
+def test_cap_without_validation_and_with_a_unit_still_improving():
+    record = run_epochs(lambda e: float(e), epochs=4, description="t", progress=False)
+    assert (record.stopped_by, record.best_epoch.tolist(), record.validation_curve.shape) == ("cap", [4], (0, 1))
+    record = run_epochs(lambda e: 0.0, epochs=4, description="t", progress=False, patience=2,
+                        validate=_feed([4.0, 3.0, 2.0, 1.0]))
+    assert (record.stopped_by, record.best_epoch.tolist()) == ("cap", [4])
+
+
+def test_units_stop_on_their_own_and_training_ends_when_all_are_done():
+    losses = iter([[1.0, 5.0], [2.0, 4.0], [2.0, 3.0], [2.0, 3.5], [2.0, 3.6]])
+    record = run_epochs(lambda e: 0.0, epochs=10, description="t", progress=False, n_units=2, patience=2,
+                        validate=lambda: next(losses))
+    assert record.best_epoch.tolist() == [1, 3]
+    assert record.stopped_by == "patience" and record.loss_curve.size == 5
+    assert record.validation_curve.shape == (5, 2)
+
+
+@pytest.mark.parametrize("start", [0, 2])
+def test_resume_continues_the_curve_and_calls_after_epoch(start):
+    seen = []
+    record = run_epochs(lambda e: float(e), epochs=4, description="t", progress=False, start_epoch=start,
+                        loss_curve=[float(e) for e in range(start)], after_epoch=lambda e, s, c: seen.append(e))
+    assert seen == list(range(start, 4))
+    np.testing.assert_array_equal(record.loss_curve, [0, 1, 2, 3])
