@@ -17,7 +17,10 @@ def test_grids(uci_dir, monkeypatch):
     quick = E.cells("quick")
     assert [(c.dataset, c.method, c.split) for c in quick] == [("yacht", "ensemble", 0), ("yacht", "ensemble-tuned", 0)]
     paper = E.cells("paper")
-    assert len(paper) == len(lb.METHODS) * (8 * 20 + 5)
+    # the costly methods run on the first 5 splits of each set (protein has only 5)
+    full = len(lb.METHODS) - len(lb.FIRST_SPLITS_ONLY)
+    assert len(paper) == full * (8 * 20 + 5) + len(lb.FIRST_SPLITS_ONLY) * 9 * 5
+    assert {c.split for c in paper if c.method == "deepnoise"} == set(range(5))
     assert {entry for entry, _ in lb.METHODS.values()} <= set(REGISTRY)  # every row is a CLI method
     assert set(lb.TARGET_NLL) == set(uci.DATASETS)
 
@@ -63,3 +66,12 @@ def test_report_counts_targets_met_by_one_method():
     assert "| wine | 0.89 | — | **0.5 (n=1)** | mdn |" in text
     rows = rows[1:]
     assert "not met" in "\n".join(lb.report_sections(rows, E.preset("paper")))
+
+
+def test_first_split_methods_are_marked_and_not_counted():
+    """deepnoise runs on the first 5 splits in the paper preset: starred, never a win or the best."""
+    rows = [_row(d, "deepnoise", lb.TARGET_NLL[d] - 1.0) for d in lb.TARGET_NLL]
+    rows += [_row("boston", "ensemble", 3.0)]
+    text = "\n".join(lb.report_sections(rows, E.preset("paper")))
+    assert "| deepnoise* |" in text and "deepnoise 0/9" not in text and "not met" in text
+    assert "| boston | 2.24 | 3 (n=1) | 1.24 (n=1) | ensemble |" in text

@@ -64,6 +64,8 @@ class Preset:
 
     ``splits``: explicit split indices, or None for all the dataset's splits.
     ``methods``: method name -> settings passed to the experiment's cell function.
+    ``method_splits``: method name -> k, run that method on the first k of those splits only
+    (a costly method's cells on a subset, as a protocol allows; the report says so).
     """
 
     name: str
@@ -72,6 +74,7 @@ class Preset:
     methods: Mapping[str, Mapping[str, Any]]
     seeds: tuple[int, ...] = (0,)
     splits: tuple[int, ...] | None = None
+    method_splits: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -151,7 +154,7 @@ class Experiment:
             for method, settings in p.methods.items():
                 if methods and method not in methods:
                     continue
-                for split in splits:
+                for split in splits[: p.method_splits.get(method, len(splits))]:
                     for seed in p.seeds:
                         out.append(Cell(self.name, p.name, dataset, method, split, seed, dict(settings)))
         return out

@@ -108,10 +108,13 @@ def report_sections(rows, preset) -> list[str]:
     methods = [m for m in METHODS if any(m in (r.variants or {}) for r in rows)]
     if not methods:
         return []
+    subset = {m for m in methods if m in getattr(preset, "method_splits", {})}
     lines = ["## Against the targets", "",
              "Mean test NLL over the stored splits (n = splits); target = the lower of the best published "
-             "NLL and bde (MILE), issue 19. **Bold**: at or below the target.", "",
-             "| data set | target | " + " | ".join(methods) + " | best |",
+             "NLL and bde (MILE), issue 19. **Bold**: at or below the target. A method marked * ran on the "
+             "first splits only (its cells cost more than a few minutes) and does not count towards the targets.",
+             "",
+             "| data set | target | " + " | ".join(m + "*" * (m in subset) for m in methods) + " | best |",
              "|---|---:|" + "---:|" * len(methods) + "---|"]
     wins = {m: 0 for m in methods}
     for dataset in DATASETS:
@@ -123,6 +126,9 @@ def report_sections(rows, preset) -> list[str]:
             if v is None:
                 cells.append("—")
                 continue
+            if m in subset:
+                cells.append(f"{fmt(v, 3)} (n={n})")
+                continue
             if v <= target:
                 wins[m] += 1
             best = m if best is None or v < M(best, "nll") else best
@@ -130,8 +136,9 @@ def report_sections(rows, preset) -> list[str]:
             cells.append(f"**{text}**" if v <= target else text)
         lines.append(f"| {dataset} | {target} | " + " | ".join(cells) + f" | {best or '—'} |")
     lines += ["", "Sets at or below the target, per method: "
-              + ", ".join(f"{m} {wins[m]}/9" for m in methods)
-              + f". The bar is 6 of 9 for one method: {'met' if max(wins.values()) >= 6 else 'not met'}.", ""]
+              + ", ".join(f"{m} {wins[m]}/9" for m in methods if m not in subset)
+              + f". The bar is 6 of 9 for one method: {'met' if max(wins.values(), default=0) >= 6 else 'not met'}.",
+              ""]
     lines += ["## Coverage and time", "",
               "Mean coverage of the 95 % interval (target 0.90-0.98) and fit + predict seconds per split "
               "(bde here: 20-25 s small sets, 40-55 s kin8nm / power / naval, 210 s protein).", "",
@@ -206,6 +213,10 @@ on 4 of 20 splits only, stopped for the session's end). naval, power and protein
 - Time: every fast method fits a small-set split in 0.3-15 s, inside bde's 20-25 s.
 """
 
+#: Methods whose cells cost more than a few minutes run on the first 5 splits of each set in the
+#: `paper` preset (issue 19 allows it); marked on the page and not counted towards the targets.
+FIRST_SPLITS_ONLY = {"deepnoise": 5}
+
 FAST = ("ensemble", "mc-dropout", "mdn", "deterministic", "icnlm", "mfvi")
 
 EXPERIMENT = Experiment(
@@ -228,6 +239,7 @@ EXPERIMENT = Experiment(
             methods={m: {} for m in METHODS},
             seeds=(0,),
             splits=None,
+            method_splits=FIRST_SPLITS_ONLY,
         ),
         "defaults": Preset(
             name="defaults",
