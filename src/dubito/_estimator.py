@@ -237,4 +237,5 @@ class DubitoClassifier(ClassifierMixin, DubitoEstimator):
 
     def predict(self, X) -> np.ndarray:
         """argmax_c p(c | x), as labels of ``classes_``, (N,)."""
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+        proba = self.predict_proba(X)  # first: it refuses an unfitted estimator (NotFittedError)
+        return self.classes_[np.argmax(proba, axis=1)]

@@ -153,3 +153,23 @@ def test_corrupted_foreign_and_inconsistent_files_raise(digits, trained, tmp_pat
     save_tensors(path, tensors, "KFACLaplace", nosettings)
     with pytest.raises(ValueError, match="inconsistent contents"):
         KFACLaplace.load(path, network=_mlp(0))
+
+
+def test_kfac_derives_from_the_one_base_and_uses_its_persistence(digits, trained, tmp_path, capsys):
+    """Issue 19: KFACLaplace is a `DubitoClassifier`; save / load are the base's (through _state /
+    _from_state) and predict is the base's argmax of predict_proba. The progress bar changes nothing."""
+    from dubito._estimator import DubitoClassifier, DubitoEstimator
+
+    X, y, Xq = digits
+    la = KFACLaplace(copy.deepcopy(trained), layers="last", n_samples=5, random_state=3).fit(X, y)
+    assert isinstance(la, DubitoClassifier)
+    assert KFACLaplace.save is DubitoEstimator.save and KFACLaplace.predict is DubitoClassifier.predict
+    path = tmp_path / "la.safetensors"
+    la.save(path)
+    back = KFACLaplace.load(path, network=_mlp(4))
+    assert isinstance(back, DubitoClassifier)
+    np.testing.assert_array_equal(back.predict_proba(Xq), la.predict_proba(Xq))
+    np.testing.assert_array_equal(back.predict(Xq), la.classes_[la.predict_proba(Xq).argmax(axis=1)])
+    shown = KFACLaplace(copy.deepcopy(trained), layers="last", n_samples=5, random_state=3, progress=True).fit(X, y)
+    assert torch.equal(shown.A_[shown.layers_[0]], la.A_[la.layers_[0]])
+    assert capsys.readouterr().out == ""

@@ -196,3 +196,37 @@ def test_ensemble_of_other_members_cannot_be_saved(digits, tmp_path):
     ens = DeepEnsembleClassifier(Other(dropout="none", **SMALL), n_members=1, random_state=0).fit(X, y)
     with pytest.raises(ValueError, match="MCDropoutClassifier members only"):
         ens.save(tmp_path / "x.safetensors")
+
+
+def test_both_derive_from_the_one_base_and_use_its_persistence(digits, tmp_path):
+    """Issue 19: MCDropoutClassifier and DeepEnsembleClassifier are `DubitoClassifier`s; save / load
+    are the base's (through _state / _from_state), and predict is the base's argmax of predict_proba."""
+    from dubito._estimator import DubitoClassifier, DubitoEstimator
+
+    X, y, Xq = digits
+    est = MCDropoutClassifier(dropout="bernoulli", random_state=5, **SMALL).fit(X, y)
+    ens = DeepEnsembleClassifier(MCDropoutClassifier(dropout="concrete", **SMALL), n_members=2, random_state=1).fit(X, y)
+    for model in (est, ens):
+        cls = type(model)
+        assert isinstance(model, DubitoClassifier)
+        assert cls.save is DubitoEstimator.save and cls.load.__func__ is DubitoEstimator.load.__func__
+        assert cls.predict is DubitoClassifier.predict
+        path = tmp_path / f"{cls.__name__}.safetensors"
+        model.save(path)
+        back = cls.load(path)
+        assert isinstance(back, DubitoClassifier)
+        np.testing.assert_array_equal(back.predict_proba(Xq), model.predict_proba(Xq))
+        np.testing.assert_array_equal(back.predict(Xq), model.predict(Xq))
+        np.testing.assert_array_equal(model.predict(Xq), model.classes_[model.predict_proba(Xq).argmax(axis=1)])
+
+
+def test_progress_bar_changes_nothing(digits, capsys):
+    """The shared epoch loop's progress bar (stderr) leaves the fit as it was."""
+    X, y, Xq = digits
+    kw = dict(dropout="concrete", random_state=2, **{**SMALL, "epochs": 3})
+    quiet = MCDropoutClassifier(**kw).fit(X, y)
+    shown = MCDropoutClassifier(progress=True, **kw).fit(X, y)
+    np.testing.assert_array_equal(quiet.loss_curve_, shown.loss_curve_)
+    np.testing.assert_array_equal(quiet.validation_curve_, shown.validation_curve_)
+    np.testing.assert_array_equal(quiet.predict_proba(Xq), shown.predict_proba(Xq))
+    assert capsys.readouterr().out == ""

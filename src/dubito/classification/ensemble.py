@@ -25,25 +25,26 @@ Persistence (no pickle): an ensemble of `MCDropoutClassifier` members is saved a
 ``.safetensors`` file, each member's tensors under its own prefix (``m0.``, ``m1.``, ...) and the
 settings as JSON metadata; ``DeepEnsembleClassifier.load(path)`` gives bit-identical predictions.
 Members with a user network need ``load(path, network=...)``, as `MCDropoutClassifier.load`. Other
-member classes cannot be saved (ValueError).
+member classes cannot be saved (ValueError). The estimator base is `dubito._estimator.DubitoClassifier`
+(``save`` / ``load`` through ``_state`` / ``_from_state``, ``predict`` the argmax of ``predict_proba``).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.base import clone
 
 from dubito import io
+from dubito._estimator import DubitoClassifier, seeds_from
 from dubito._validation import check_fitted, check_int
 from dubito.classification.mc_dropout import MCDropoutClassifier
 from dubito.early_stopping import check_patience, check_validation_fraction
 from dubito.predictive.classes import ClassPredictive
-from dubito.regression.deterministic import seeds_from
 
 __all__ = ["DeepEnsembleClassifier"]
 
 
-class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
+class DeepEnsembleClassifier(DubitoClassifier):
     """Ensemble of ``n_members`` clones of ``estimator`` (any classifier with
     ``predict_distribution`` -> `ClassPredictive` and a ``random_state`` parameter).
 
@@ -97,13 +98,18 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
         for seed in seeds:
             member = clone(base).set_params(random_state=int(seed) % (2**31), **overrides)
             members.append(member.fit(X, y, **fit_params))
+        self._set_members(members)
+        return self
+
+    def _set_members(self, members: list) -> None:
+        """``members_`` and what the ensemble takes from its first member: ``classes_``,
+        ``n_features_in_``, ``feature_names_in_``; then the validation records."""
         self.members_ = members
         self.classes_ = members[0].classes_
         self.n_features_in_ = members[0].n_features_in_
         if hasattr(members[0], "feature_names_in_"):
             self.feature_names_in_ = members[0].feature_names_in_
         self._collect_validation()
-        return self
 
     def _collect_validation(self) -> None:
         """``validation_curve_`` (epochs, M; NaN-padded), ``best_epoch_`` (M,) and ``stopped_by_``
@@ -158,16 +164,13 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
                                for mem, s in zip(self.members_, self._member_seeds(random_state))])
 
     def predict_proba(self, X) -> np.ndarray:
+        """p̄(y | x), (N, K): the mean of the members' M·T draws' softmax."""
         return self.predict_distribution(X).probs
 
-    def predict(self, X) -> np.ndarray:
-        labels = self.predict_distribution(X).predict()
-        return self.classes_[labels]
-
     # ------------------------------------------------------------------ persistence
-    def save(self, path) -> None:
-        """Write the fitted ensemble to ``path`` (one safetensors file, JSON settings, atomically;
-        no pickle). Only `MCDropoutClassifier` members can be saved."""
+    def _state(self):
+        """(tensors, settings): each member's `MCDropoutClassifier._state` under its prefix
+        ``m<i>.``; only `MCDropoutClassifier` members can be saved (ValueError otherwise)."""
         check_fitted(self, ["members_"])
         bad = [type(m).__name__ for m in [self.estimator, *self.members_]
                if m is not None and type(m) is not MCDropoutClassifier]
@@ -184,16 +187,13 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
                       estimator=None if self.estimator is None else self.estimator._json_params())
         user = None if self.estimator is None else (type(self.estimator.network).__name__
                                                     if not isinstance(self.estimator.network, str) else None)
-        io.save_tensors(path, tensors, type(self).__name__,
-                        {"params": params, "members": members, "user_network": user})
+        return tensors, {"params": params, "members": members, "user_network": user}
 
     @classmethod
-    def load(cls, path, *, device=None, network=None) -> DeepEnsembleClassifier:
-        """Read an ensemble written by `save`; ``device`` overrides the saved device setting,
-        ``network`` as in `MCDropoutClassifier.load` (needed iff the members have a user network).
-        A corrupted, truncated or foreign file raises ``ValueError``."""
-        tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
-        where = str(path)
+    def _from_state(cls, tensors: dict, settings: dict, *, device=None, where: str = "",
+                    network=None) -> DeepEnsembleClassifier:
+        """The ensemble rebuilt from `_state`'s output (`load`); ``network`` as in
+        `MCDropoutClassifier.load` (needed iff the members have a user network)."""
         with io.rebuilding(where, cls.__name__):
             params = dict(settings["params"])
             members = []
@@ -213,10 +213,5 @@ class DeepEnsembleClassifier(ClassifierMixin, BaseEstimator):
                       validation_fraction=params.get("validation_fraction"), patience=params.get("patience"))
         if not members:
             raise ValueError(f"{where} is a {cls.__name__} file without members (corrupted?)")
-        est.members_ = members
-        est.classes_ = members[0].classes_
-        est.n_features_in_ = members[0].n_features_in_
-        if hasattr(members[0], "feature_names_in_"):
-            est.feature_names_in_ = members[0].feature_names_in_
-        est._collect_validation()
+        est._set_members(members)
         return est

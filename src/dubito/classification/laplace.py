@@ -83,7 +83,8 @@ factors from A and G exactly as ``fit`` does, so the loaded posterior predicts b
 ``model.``) and rebuilt from the file. A torch module is not JSON: its ``state_dict`` is saved
 (``net.*``) with its class name, and ``load(path, network=module_or_callable)`` needs the
 architecture back (a copy of the module, or the callable's result, gets the saved weights; the
-argument is not changed). A corrupted, truncated or foreign file raises one ValueError.
+argument is not changed). A corrupted, truncated or foreign file raises one ValueError. The estimator
+base is `dubito._estimator.DubitoClassifier` (``save`` / ``load`` through ``_state`` / ``_from_state``).
 """
 
 from __future__ import annotations
@@ -95,10 +96,11 @@ import numbers
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sklearn.base import BaseEstimator, ClassifierMixin
 from torch import nn
 
 from dubito import io
+from dubito._estimator import DubitoClassifier, progress_bar, seeds_from
+from dubito._estimator import check_device as _check_device
 from dubito._validation import (
     check_bool,
     check_choice,
@@ -106,14 +108,16 @@ from dubito._validation import (
     check_float,
     check_int,
     to_numpy_if_tensor,
-    validate_fit_data,
-    validate_predict_data,
 )
 from dubito.classification.mc_dropout import MCDropoutClassifier, check_labels
-from dubito.nn.concrete_dropout import MCNoise, StochasticDropout, dropout_modules, mc_mode
+from dubito.nn.concrete_dropout import (
+    MCNoise,
+    StochasticDropout,
+    dropout_modules,
+    mc_mode,
+)
 from dubito.nn.pilotnet import check_image_shape
 from dubito.predictive.classes import ClassPredictive
-from dubito.regression.deterministic import _check_device, seeds_from
 
 __all__ = ["KFACLaplace", "jittered_cholesky", "sample_matrix_normal"]
 
@@ -185,7 +189,7 @@ class _Layer:
         return w.clone()
 
 
-class KFACLaplace(ClassifierMixin, BaseEstimator):
+class KFACLaplace(DubitoClassifier):
     r"""KFAC Laplace approximation post hoc on a trained classifier (module docstring).
 
     Parameters (sources in the module docstring)
@@ -350,9 +354,9 @@ class KFACLaplace(ClassifierMixin, BaseEstimator):
         dev, dtype = s["device"], self._dtype
         if y is not None or _is_array_like(X):
             if fit:
-                Xa, ya = validate_fit_data(self, X, y, min_samples=1, require_nonconstant_y=False)
+                Xa, ya = self._validate_fit(X, y, min_samples=1, require_nonconstant_y=False)
             else:
-                Xa, ya = validate_predict_data(self, X, fitted_attributes=["layers_"]), None
+                Xa, ya = self._validate_predict(X, fitted_attributes=["layers_"]), None
             n = Xa.shape[0]
             bs = s["batch_size"] if fit else s["predict_batch_size"]
             xt = torch.from_numpy(np.ascontiguousarray(Xa))
@@ -446,7 +450,8 @@ class KFACLaplace(ClassifierMixin, BaseEstimator):
                 p.requires_grad_(False)  # the backbone builds no graph; s of the first layer is a leaf
             net.eval()
             handles = [lay.module.register_forward_hook(capture(i)) for i, lay in enumerate(layers)]
-            with self._bar(s) as (bar, task):
+            with progress_bar(self.progress) as bar:
+                task = bar.add_task("KFAC factors (batches)", total=self._n_batches(X, y, s))
                 for xb, yb in self._batches(X, y, s, fit=True):
                     acts.clear()
                     outs.clear()
@@ -510,15 +515,14 @@ class KFACLaplace(ClassifierMixin, BaseEstimator):
         self.layers_ = [lay.name for lay in layers]
         self._draw_cache = None
 
-    @contextlib.contextmanager
-    def _bar(self, s):
-        from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), TextColumn("{task.completed}"),
-                   TimeElapsedColumn())
-        with Progress(*columns, console=Console(stderr=True), disable=not self.progress) as bar:
-            yield bar, bar.add_task("KFAC factors (batches)", total=None)
+    @staticmethod
+    def _n_batches(X, y, s) -> int | None:
+        """The number of fit batches, for the progress bar (None when X does not tell its length)."""
+        try:
+            n = len(X)
+        except TypeError:
+            return None
+        return -(-n // s["batch_size"]) if (y is not None or _is_array_like(X)) else n
 
     @staticmethod
     def _accumulate(layers, acts, outs, logits, y, fisher, gen) -> None:
@@ -699,10 +703,6 @@ class KFACLaplace(ClassifierMixin, BaseEstimator):
         """p̄(y | x), (N, K): the mean of the T samples' softmax."""
         return self.predict_distribution(X).probs
 
-    def predict(self, X) -> np.ndarray:
-        """argmax_c p̄_c, (N,)."""
-        return self.classes_[self.predict_distribution(X).predict()]
-
     def map_logits(self, X) -> np.ndarray:
         """Logits of the model at its MAP weights (evaluation mode), (N, K)."""
         check_fitted(self, ["layers_"])
@@ -721,11 +721,10 @@ class KFACLaplace(ClassifierMixin, BaseEstimator):
         return torch.cat(out).numpy() if out else np.zeros((0, self.n_classes_), dtype=np.float32)
 
     # ------------------------------------------------------------------ persistence
-    def save(self, path) -> None:
-        """Write the fitted posterior and its model to ``path`` (one safetensors file, JSON
-        settings, atomically; no pickle; module docstring). The model must be a torch module or
-        an `MCDropoutClassifier`; a module's architecture is not saved (``load`` needs
-        ``network=``)."""
+    def _state(self) -> tuple[dict[str, torch.Tensor], dict]:
+        """(tensors, settings) of the fitted posterior and its model (module docstring). The model
+        must be a torch module or an `MCDropoutClassifier`; a module's architecture is not saved
+        (`load` needs ``network=``)."""
         check_fitted(self, ["layers_"])
         m = self.model
         if isinstance(m, nn.Module):
@@ -742,7 +741,10 @@ class KFACLaplace(ClassifierMixin, BaseEstimator):
         for i, name in enumerate(self.layers_):
             tensors[f"A.{i}"] = self.A_[name]
             tensors[f"G.{i}"] = self.G_[name]
+        common = (self._common_fitted() if hasattr(self, "n_features_in_")
+                  else dict(n_features_in=None, feature_names_in=io.feature_names_json(self)))
         fitted = dict(
+            **common,
             layers=list(self.layers_),
             n_fit=int(self.n_fit_),
             n_classes=int(self.n_classes_),
@@ -751,21 +753,17 @@ class KFACLaplace(ClassifierMixin, BaseEstimator):
             delta=float(self.delta_),
             predict_seed=int(self.predict_seed_),
             image_shape=None if self.image_shape_ is None else [int(d) for d in self.image_shape_],
-            n_features_in=int(self.n_features_in_) if hasattr(self, "n_features_in_") else None,
-            feature_names_in=io.feature_names_json(self),
             dtype=str(self._dtype).removeprefix("torch."),
         )
-        io.save_tensors(path, tensors, type(self).__name__,
-                        {"params": io.json_params(self, model=None), "fitted": fitted, "model": model})
+        return tensors, {"params": io.json_params(self, model=None), "fitted": fitted, "model": model}
 
     @classmethod
-    def load(cls, path, *, device=None, network=None) -> KFACLaplace:
-        """Read a posterior written by `save`. ``device`` overrides the saved device setting;
-        ``network`` (an nn.Module or a callable returning one) is needed for a file whose model was
-        a torch module (and passed on to `MCDropoutClassifier.load` for one with a user network).
-        A corrupted, truncated or foreign file raises ``ValueError``."""
-        tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
-        where = str(path)
+    def _from_state(cls, tensors: dict, settings: dict, *, device=None, where: str = "",
+                    network=None) -> KFACLaplace:
+        """The posterior rebuilt from `_state`'s output (`load`): the Cholesky factors are
+        recomputed from A and G exactly as ``fit`` does. ``network`` (an nn.Module or a callable
+        returning one) is needed for a file whose model was a torch module (and passed on to
+        `MCDropoutClassifier.load` for one with a user network)."""
         with io.rebuilding(where, cls.__name__):
             params = io.params_from_json(settings["params"], device=device)
             fitted, saved = settings["fitted"], settings["model"]
@@ -821,8 +819,9 @@ class KFACLaplace(ClassifierMixin, BaseEstimator):
             est.predict_seed_ = int(fitted["predict_seed"])
             est.image_shape_ = None if fitted["image_shape"] is None else tuple(int(d) for d in fitted["image_shape"])
             if fitted["n_features_in"] is not None:
-                est.n_features_in_ = int(fitted["n_features_in"])
-            io.set_feature_names(est, fitted.get("feature_names_in"))
+                est._restore_common(fitted)
+            else:
+                io.set_feature_names(est, fitted.get("feature_names_in"))
             est._set_factors(layers, factors)
         return est
 
@@ -844,6 +843,5 @@ class KFACLaplace(ClassifierMixin, BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False
-        tags.non_deterministic = False
+        tags.non_deterministic = False  # seeded: repeated calls agree
         return tags

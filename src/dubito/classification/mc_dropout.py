@@ -63,7 +63,7 @@ term only (the dropout regularisers Σ R_i are a prior term, not a likelihood). 
 after ``patience`` = 20 epochs (``DEFAULT_PATIENCE``, docs/design.md) without a drop of more
 than 1e-6 nats (the tolerance of earlier versions, kept so that the thesis's models train
 alike), and the best epoch's weights are restored. ``validation_fraction=0`` trains on every row
-for ``epochs`` epochs. Recorded: ``validation_curve_`` (epochs run,), ``best_epoch_`` (from 1),
+for ``epochs`` epochs. The epochs run in the shared loop `dubito.training_loop.run_epochs`. Recorded: ``validation_curve_`` (epochs run,), ``best_epoch_`` (from 1),
 ``stopped_by_`` ("patience" or "cap"). The held-out draw uses the third of the fit's four seeds
 (``seeds_from(random_state, 4)``: init, training, held-out rows, prediction), so the other
 streams do not depend on it.
@@ -72,6 +72,9 @@ Inputs: X (n, p) floats; images flattened channel-first with ``image_shape = (C,
 network then receives (n, C, H, W)); y integers 0..K-1 (K = ``n_classes`` or max(y) + 1).
 Built-in networks standardise X (one mean and sd over all pixels for images, per column
 otherwise); a user network receives X as given (``standardize="auto"``).
+
+The estimator base is `dubito._estimator.DubitoClassifier` (``predict``: the most probable class of
+``predict_proba``; ``save`` / ``load`` through ``_state`` / ``_from_state``).
 
 Persistence (no pickle): ``est.save(path)`` writes one ``.safetensors`` file (`dubito.io`): the
 network's ``state_dict`` (``net.*``), the input scaling, loss / validation curves and rate history
@@ -93,10 +96,11 @@ import copy
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sklearn.base import BaseEstimator, ClassifierMixin
 from torch import nn
 
 from dubito import io
+from dubito._estimator import DubitoClassifier, seeds_from
+from dubito._estimator import check_device as _check_device
 from dubito._validation import (
     check_bool,
     check_choice,
@@ -105,20 +109,15 @@ from dubito._validation import (
     check_int,
     check_widths,
     to_numpy_if_tensor,
-    validate_fit_data,
-    validate_predict_data,
 )
 from dubito.classification.networks import DROPOUTS, build_network
 from dubito.classification.networks import insert_dropout as _insert_dropout
 from dubito.early_stopping import (
     DEFAULT_PATIENCE,
     DEFAULT_VALIDATION_FRACTION,
-    STOPPED_BY,
     EarlyStopping,
-    best_copy,
     check_patience,
     check_validation_fraction,
-    copy_best_members,
     holdout_split,
 )
 from dubito.nn.concrete_dropout import (
@@ -132,7 +131,7 @@ from dubito.nn.concrete_dropout import (
 )
 from dubito.nn.pilotnet import check_image_shape
 from dubito.predictive.classes import ClassPredictive
-from dubito.regression.deterministic import _check_device, seeds_from
+from dubito.training_loop import module_snapshots, run_epochs
 
 __all__ = ["MCDropoutClassifier", "check_labels", "mc_logits", "wrap"]
 
@@ -244,7 +243,7 @@ def _is_module_network(network) -> bool:
     return isinstance(network, nn.Module) or (callable(network) and not isinstance(network, str))
 
 
-class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
+class MCDropoutClassifier(DubitoClassifier):
     r"""MC-dropout classifier (module docstring) returning `ClassPredictive`.
 
     Parameters (sources in the module docstring)
@@ -428,13 +427,13 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
         the rows (use it when rows are augmented copies of the same object, so that the split can be
         made by object: spec pitfall 11). No rows are held out with ``epochs=0`` (nothing to stop)."""
         s = self._settings()
-        X, y = validate_fit_data(self, X, y, min_samples=2, require_nonconstant_y=False)
+        X, y = self._validate_fit(X, y, min_samples=2, require_nonconstant_y=False)
         y, k = check_labels(y, s["n_classes"])
         self._check_image_features(s, X.shape[1])
         init_seed, train_seed, split_seed, self.predict_seed_ = seeds_from(self.random_state, 4)
         if validation_data is not None:
             Xv, yv = validation_data
-            Xv = validate_predict_data(self, Xv, fitted_attributes=["n_features_in_"])
+            Xv = self._validate_predict(Xv, fitted_attributes=["n_features_in_"])
             yv = np.asarray(yv)
             if yv.shape != (Xv.shape[0],):
                 raise ValueError(f"validation_data: y_val must have shape ({Xv.shape[0]},), got {yv.shape}")
@@ -484,14 +483,14 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
         check_fitted(self, ["net_"])
         s = self._settings()
         s["epochs"] = check_int(epochs, "epochs", min_value=1)
-        X = validate_predict_data(self, X, fitted_attributes=["n_features_in_"])
+        X = self._validate_predict(X, fitted_attributes=["n_features_in_"])
         y = np.asarray(to_numpy_if_tensor(y))
         if y.shape != (X.shape[0],):
             raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
         y, _ = check_labels(y, self.n_classes_)
         Xv = yv = None
         if validation_data is not None:
-            Xv = validate_predict_data(self, validation_data[0], fitted_attributes=["n_features_in_"])
+            Xv = self._validate_predict(validation_data[0], fitted_attributes=["n_features_in_"])
             yv = np.asarray(to_numpy_if_tensor(validation_data[1]))
             if yv.shape != (Xv.shape[0],):
                 raise ValueError(f"validation_data: y_val must have shape ({Xv.shape[0]},), got {yv.shape}")
@@ -543,21 +542,14 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
 
     def _train(self, net, X, y, Xv, yv, s) -> None:
         """Mini-batch training (module docstring's loss) for at most ``epochs`` epochs, one
-        permutation of the rows per epoch from torch's global generator (seeded by the caller).
+        permutation of the rows per epoch from torch's global generator (seeded by the caller), in
+        the shared epoch loop `dubito.training_loop.run_epochs`.
 
         With held-out rows (Xv, yv), `_mean_net_nll` is scored after each epoch (`EarlyStopping`,
         tolerance ``_MIN_DELTA``); with ``early_stopping`` training ends after ``patience`` epochs
-        without improvement and ``net`` gets its best epoch's weights back. Sets ``loss_curve_``,
+        without improvement and ``net`` gets its best epoch's weights back (without it the held-out
+        NLL is only recorded: a patience of ``epochs`` + 1 never ends training). Sets ``loss_curve_``,
         ``validation_curve_``, ``best_epoch_``, ``stopped_by_`` and ``rate_history_``."""
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
         dev = s["device"]
         n = X.shape[0]
         covered = regularized_parameters(net)
@@ -566,47 +558,50 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
         params = [p for p in net.parameters() if p.requires_grad]
         sites = [m for m in net.modules() if isinstance(m, StochasticDropout)]
         history = [[float(m.p_drop.detach().float().mean()) for m in sites]]
-        curve = []
-        validated = Xv is not None and s["epochs"] > 0
-        stopper = EarlyStopping(s["patience"], 1, min_delta=_MIN_DELTA) if validated else None
-        best = best_copy(net) if validated and self.early_stopping else None
+        curve, record, stopper = np.zeros(0), None, None
         if s["epochs"] > 0:
             opt_cls = torch.optim.Adam if s["optimizer"] == "adam" else torch.optim.RMSprop
             opt = opt_cls(params, lr=s["lr"])
             xt = self._tensor(X, s)
             yt = torch.as_tensor(y, dtype=torch.long, device=dev)
-            xv = None if Xv is None else self._tensor(Xv, s)
-            yvt = None if yv is None else torch.as_tensor(yv, dtype=torch.long, device=dev)
             batch = min(s["batch_size"], n)
-            columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                       TimeElapsedColumn())
-            with Progress(*columns, console=Console(stderr=True), disable=not self.progress) as bar:
-                task = bar.add_task("MC dropout", total=s["epochs"])
-                for _ in range(s["epochs"]):
-                    net.train()
-                    perm = torch.randperm(n).to(dev)
-                    total = 0.0
-                    for start in range(0, n, batch):
-                        idx = perm[start : start + batch]
-                        loss = F.cross_entropy(net(xt[idx]), yt[idx]) + regularization(net, n).to(dev)
-                        if lam > 0 and l2:
-                            loss = loss + lam * sum(p.pow(2).sum() for p in l2)
-                        opt.zero_grad(set_to_none=True)
-                        loss.backward()
-                        opt.step()
-                        total += float(loss.detach()) * idx.shape[0]
-                    curve.append(total / n)
-                    history.append([float(m.p_drop.detach().float().mean()) for m in sites])
-                    desc = f"MC dropout loss {curve[-1]:.3f}"
-                    if stopper is not None:
-                        v = self._mean_net_nll(net, xv, yvt, s)
-                        improved = stopper.update([v])
-                        if best is not None:
-                            copy_best_members(best, net, improved)
-                        desc += f" val NLL {v:.3f}"
-                    bar.update(task, advance=1, description=desc)
-                    if best is not None and stopper.done:
-                        break
+
+            def train_epoch(epoch: int) -> float:
+                net.train()
+                perm = torch.randperm(n).to(dev)
+                total = 0.0
+                for start in range(0, n, batch):
+                    idx = perm[start : start + batch]
+                    loss = F.cross_entropy(net(xt[idx]), yt[idx]) + regularization(net, n).to(dev)
+                    if lam > 0 and l2:
+                        loss = loss + lam * sum(p.pow(2).sum() for p in l2)
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    opt.step()
+                    total += float(loss.detach()) * idx.shape[0]
+                history.append([float(m.p_drop.detach().float().mean()) for m in sites])
+                return total / n
+
+            validate = keep_best = restore_best = None
+            if Xv is not None:
+                xv = self._tensor(Xv, s)
+                yvt = torch.as_tensor(yv, dtype=torch.long, device=dev)
+                patience = s["patience"] if self.early_stopping else s["epochs"] + 1
+                stopper = EarlyStopping(patience, 1, min_delta=_MIN_DELTA)
+
+                def validate():
+                    return [self._mean_net_nll(net, xv, yvt, s)]
+
+                if self.early_stopping:
+                    keep_best, restore = module_snapshots(net)
+
+                    def restore_best():
+                        if stopper.best_epoch[0] > 0:  # 0: no finite held-out NLL, keep the last weights
+                            restore()
+
+            record = run_epochs(train_epoch, epochs=s["epochs"], description="MC dropout", progress=self.progress,
+                                validate=validate, keep_best=keep_best, restore_best=restore_best, stopper=stopper)
+            curve = record.loss_curve
         net.eval()
         self.loss_curve_ = np.asarray(curve, dtype=np.float64)
         self.rate_history_ = np.asarray(history).reshape(len(history), len(sites))
@@ -615,12 +610,10 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
         if stopper is None:
             self.validation_curve_ = np.zeros(0)
             return
-        self.validation_curve_ = np.asarray(stopper.curve, dtype=np.float64).reshape(-1)
-        if best is not None and stopper.best_epoch[0] > 0:  # 0: no finite held-out NLL, keep the last weights
-            net.load_state_dict(best.state_dict())
-            net.eval()
-            self.best_epoch_ = int(stopper.best_epoch[0])
-            self.stopped_by_ = "patience" if stopper.done else "cap"
+        self.validation_curve_ = record.validation_curve.reshape(-1)
+        if self.early_stopping and stopper.best_epoch[0] > 0:
+            self.best_epoch_ = int(record.best_epoch[0])
+            self.stopped_by_ = record.stopped_by
 
     def _mean_net_nll(self, net, xv, yv, s) -> float:
         """Held-out NLL of the mean network (eval mode: dropout off, BatchNorm's running
@@ -641,7 +634,7 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
         one sampled network for every row (`mc_logits`), drawn once for all chunks of
         ``predict_batch_size`` rows, so a row's draws do not depend on the other rows of X (with our
         dropout layers; not with PyTorch's ``nn.Dropout`` in a user network, see the module docstring)."""
-        X = validate_predict_data(self, X, fitted_attributes=["net_"])
+        X = self._validate_predict(X, fitted_attributes=["net_"])
         t = self.n_samples if n_samples is None else n_samples
         t = check_int(t, "n_samples", min_value=1)
         deterministic = self.dropout == "none"
@@ -676,11 +669,6 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
         """p̄(y | x), (N, K): the mean of the T passes' softmax."""
         return self.predict_distribution(X).probs
 
-    def predict(self, X) -> np.ndarray:
-        """argmax_c p̄_c, (N,)."""
-        labels = self.predict_distribution(X).predict()
-        return self.classes_[labels]
-
     # ------------------------------------------------------------------ persistence
     def _json_params(self) -> dict:
         """`dubito.io.json_params`, with a user network as None (its class name goes to the
@@ -689,7 +677,8 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
 
     def _state(self) -> tuple[dict[str, torch.Tensor], dict]:
         """(tensors, settings) of the fitted model: what `save` writes (also used by
-        `DeepEnsembleClassifier.save`, one prefix per member)."""
+        `DeepEnsembleClassifier` and `KFACLaplace`, under a prefix). A user network's weights are
+        saved with its class name; `load` then needs ``network=`` (module docstring)."""
         check_fitted(self, ["net_"])
         # clone: a module registered twice (a wrapped head) shares storage, which safetensors refuses
         tensors = {f"net.{k}": v.detach().clone() for k, v in self.net_.state_dict().items()}
@@ -697,27 +686,22 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
             tensors[name.rstrip("_")] = torch.as_tensor(np.asarray(getattr(self, name), dtype=np.float64))
         user = _is_module_network(self.network)
         fitted = dict(
-            n_features_in=int(self.n_features_in_),
-            feature_names_in=io.feature_names_json(self),
+            **self._common_fitted(),
+            **self._training_fitted(),
             n_classes=int(self.n_classes_),
             image_shape=None if self.image_shape_ is None else [int(d) for d in self.image_shape_],
-            n_train=int(self.n_train_),
-            best_epoch=int(self.best_epoch_),
-            stopped_by=self.stopped_by_,
             predict_seed=int(self.predict_seed_),
             dropout_rates=[float(r) for r in self.dropout_rates_],
             user_network=type(self.network).__name__ if user else None,
         )
         return tensors, {"params": self._json_params(), "fitted": fitted}
 
-    def save(self, path) -> None:
-        """Write the fitted model to ``path`` (one safetensors file, JSON settings, atomically; no
-        pickle). A user network's weights are saved; `load` then needs ``network=`` (module docstring)."""
-        tensors, settings = self._state()
-        io.save_tensors(path, tensors, type(self).__name__, settings)
-
     @classmethod
-    def _from_state(cls, tensors: dict, settings: dict, *, device=None, network=None, where="") -> MCDropoutClassifier:
+    def _from_state(cls, tensors: dict, settings: dict, *, device=None, where: str = "",
+                    network=None) -> MCDropoutClassifier:
+        """The classifier rebuilt from `_state`'s output (`load`). ``network`` is required for (and
+        only accepted with) a model saved with a user network: the same nn.Module or callable as at
+        construction (the saved weights replace its own in a copy)."""
         with io.rebuilding(where, cls.__name__):
             params = io.params_from_json(settings["params"], device=device)
             fitted = settings["fitted"]
@@ -734,22 +718,19 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
                 raise ValueError(f"{where} holds a built-in {params.get('network')!r} network; load it without network=")
             est = cls(**params)
             s = est._settings()
-            p, k = int(fitted["n_features_in"]), int(fitted["n_classes"])
-            est.n_features_in_ = p
-            io.set_feature_names(est, fitted.get("feature_names_in"))
+            p, k = est._restore_common(fitted), int(fitted["n_classes"])
             est.classes_ = np.arange(k)
             est.n_classes_ = k
             est.image_shape_ = None if fitted["image_shape"] is None else tuple(int(d) for d in fitted["image_shape"])
             if "validation_curve" not in tensors and "val_nll_curve" in tensors:  # a file from before issue 19
                 tensors = dict(tensors, validation_curve=tensors["val_nll_curve"])
             for name in _FITTED_TENSORS:
-                setattr(est, name, tensors[name.rstrip("_")].double().numpy())
+                if name != "validation_curve_":
+                    setattr(est, name, tensors[name.rstrip("_")].double().numpy())
             if est.x_mean_.shape != (p,) or est.x_scale_.shape != (p,):
                 raise ValueError(f"{where} is a {cls.__name__} file with inconsistent tensor shapes (corrupted?)")
-            est.n_train_ = int(fitted["n_train"])
-            est.best_epoch_ = int(fitted["best_epoch"])
             # files written before validated fitting do not say why training ended: "cap"
-            est.stopped_by_ = check_choice(fitted.get("stopped_by", "cap"), "stopped_by", STOPPED_BY)
+            est._restore_training(fitted, tensors, len(est.loss_curve_))
             est.predict_seed_ = int(fitted["predict_seed"])
             est.dropout_rates_ = [float(r) for r in fitted["dropout_rates"]]
             with cls._rng(0, torch.device("cpu")):  # the init is overwritten; keep the caller's RNG as it was
@@ -761,22 +742,9 @@ class MCDropoutClassifier(ClassifierMixin, BaseEstimator):
             est.net_ = net.to(s["device"]).eval()
         return est
 
-    @classmethod
-    def load(cls, path, *, device=None, network=None) -> MCDropoutClassifier:
-        """Read a model written by `save`. ``device`` overrides the saved device setting;
-        ``network`` is required for (and only accepted with) a model saved with a user network:
-        the same nn.Module or callable as at construction (the saved weights replace its own in a copy).
-
-        A corrupted, truncated or foreign file raises ``ValueError``.
-        """
-        tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
-        return cls._from_state(tensors, settings, device=device, network=network, where=str(path))
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False
-        tags.input_tags.sparse = False
-        tags.non_deterministic = False
+        tags.non_deterministic = False  # seeded: repeated calls agree
         return tags
 
 
