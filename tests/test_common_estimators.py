@@ -38,8 +38,8 @@ REGRESSORS = [
     DeepNoiseRegressor(hidden=(3,), n_chains=2, n_burnin=6, n_keep=12, thin=2, init="random", random_state=5,
                        progress=False),
     # tanh features: with 4 ReLU features the IC-NLM's R^2 on the check's data is 0.19 (dead units), 0.63 with tanh
-    ImplicitCopulaRegressor(hidden=(16,), n_features=4, activation="tanh", epochs=20, lr=1e-2, vi_max_iter=300,
-                            vi_min_iter=100, n_draws=50, random_state=0, progress=False),
+    ImplicitCopulaRegressor(hidden=(16,), n_features=4, activation="tanh", epochs=20, lr=1e-2, batch_size=8,
+                            vi_max_iter=300, vi_min_iter=100, n_draws=50, random_state=0, progress=False),
     MeanFieldVIRegressor(hidden=(16,), epochs=60, lr=1e-2, n_samples=50, random_state=0, progress=False),
     NUTSNetworkRegressor(hidden=(), num_warmup=10, num_samples=8, random_state=5, progress=False),
     HyperVIRegressor(space="parameter", noise_std=0.3, n_ll_samples=5, n_kl_samples=20, n_ood_points=10,

@@ -9,7 +9,8 @@ reconstructed there):
 1. `KDEMarginal` on the training y: p_Y, F_Y (step 1, §2.1);
 2. pseudo responses z_i = Phi^{-1}(F_Y(y_i)) (§2.2) and an MLP trained on z by MSE and Adam
    (the `_MLPRegressor` trainer of the baselines; inputs standardised internally, z too --
-   z is already ~N(0, 1), so that is near the identity);
+   z is already ~N(0, 1), so that is near the identity), stopped early on the MSE of a held-out
+   share of the rows (``validation_fraction``; the marginal and the copula use every row);
 3. the features psi(x) in R^p = the output of the network's **last hidden layer after its
    activation** (ReLU by default, as the paper's code [C]: PilotNet's "Dense 10 ReLU");
    p = ``n_features`` = 10 by default (paper). The network's output layer is discarded
@@ -102,11 +103,11 @@ from dubito._validation import (
     check_fitted,
     check_float,
     check_int,
-    validate_fit_data,
 )
+from dubito.early_stopping import DEFAULT_PATIENCE, DEFAULT_VALIDATION_FRACTION
 from dubito.inference.convergence import diagnostics_dict
 from dubito.predictive.grid import GridDensity
-from dubito.regression.copula_io import read_copula, write_copula
+from dubito.regression.copula_io import copula_from_state, copula_state
 from dubito.regression.copula_posterior import (
     INFERENCES,
     NU_DEFAULT,
@@ -121,6 +122,7 @@ from dubito.regression.deterministic import (
     seeds_from,
 )
 from dubito.regression.marginal import KDEMarginal
+from dubito.search_space import Choice, Float
 
 __all__ = ["ImplicitCopulaRegressor"]
 
@@ -291,7 +293,24 @@ class ImplicitCopulaRegressor(_MLPRegressor):
     n_features : int, default 10
         p, the width of the last hidden layer (the paper's 10).
     activation : default "relu" (paper [P/C]; psi is taken after it).
-    lr, weight_decay, batch_size, epochs : Adam settings, defaults 2.5e-4, 0, 32, 60 (spec §2.2 [C]).
+    lr, weight_decay, batch_size, epochs : Adam settings, defaults 2.5e-4, 0, 32, 60 (spec §2.2 [C]);
+        ``epochs`` is the cap of validated fitting.
+    validation_fraction : float in [0, 0.5), default 0.1
+        Share of the training rows held out from the feature network's training to stop it early on
+        their MSE of z (`dubito.early_stopping.DEFAULT_VALIDATION_FRACTION`: scikit-learn's
+        ``MLPRegressor(validation_fraction=0.1)``); the network keeps the weights of its best epoch.
+        The held-out MSE on z is the early-stopping criterion of the MLP baselines
+        (`_MLPRegressor._validation_loss`): for a Gaussian fit of z it is a monotone function of
+        the held-out NLL, so both stop at the same epoch. The marginal F_Y and the copula
+        posterior are fitted on **all** training rows: the marginal is needed first, to compute
+        z for the network (also of its held-out rows), and the copula is a linear model on
+        p = ``n_features`` features with a shrinkage prior and no epochs to stop -- the held-out
+        rows only choose the network's stopping epoch, and leaving them out of the copula would
+        cost it 10 % of its data for nothing. 0: the network trains on every row for ``epochs``
+        epochs (the paper's protocol; `dubito.experiments.icnlm` passes it).
+    patience : int, default 20
+        Epochs without a better held-out MSE before the network stops
+        (`dubito.early_stopping.DEFAULT_PATIENCE`, where its source is given).
     nu : ridge hyperprior scale, 2.5 (paper).
     n_draws : posterior draws kept (VI: from q), default 1000 (the mixture's J).
     vi_max_iter, vi_min_iter, vi_draws, vi_rank : VI (at most 14,000 iterations, M = 50, k = 3: the
@@ -321,7 +340,13 @@ class ImplicitCopulaRegressor(_MLPRegressor):
     -----------------
     marginal_ : the fitted marginal; posterior_ : `CopulaPosterior`; n_features_ : p;
     feature_source_ : "network" | "features" | "wrapped"; train_features_ : (n, p) psi of the
-    training rows; net_ (network path); model_, feature_layer_ (wrapped path); loss_curve_;
+    training rows (all of them, also the network's held-out rows); n_train_ : the rows of the
+    marginal and the copula (all training rows); net_ (network path); model_, feature_layer_
+    (wrapped path); loss_curve_ : (epochs run,) the network's epoch-mean training MSE on
+    standardised z; validation_curve_ : (epochs run,) its held-out MSE (empty with
+    ``validation_fraction=0``); best_epoch_ : the epoch (from 1) whose weights are kept;
+    stopped_by_ : "patience" (the rule) or "cap" (network path; files written before validated
+    fitting load as "cap" with no curve);
     dead_features_ : indices of constant feature columns on the training rows (network path;
     kept: a zero column contributes nothing, see the module docstring); loglik_trace_ : (chains,
     draws) mean copula log-likelihood per NUTS draw (None for VI); diagnostics_ : dict (module
@@ -330,11 +355,25 @@ class ImplicitCopulaRegressor(_MLPRegressor):
 
     _description = "IC-NLM feature network"
 
+    #: What `dubito.tune` searches: the feature network's training and shape, as for the MLP
+    #: baselines (the copula's own prior settings are the paper's and stay fixed).
+    search_space = {
+        # Adam's rate around the benchmark's 2.5e-4 (spec §2.2 [C]) up to the 1e-2 of fast small-data fits
+        "lr": Float(1e-4, 1e-2, log=True),
+        # coupled L2 from none (the paper) to strong: it shapes the features psi the copula sees
+        "weight_decay": Float(1e-7, 1e-2, log=True),
+        # p: fewer features than the paper's 10 for small n (p <= n), more for large data sets
+        "n_features": Choice([5, 10, 20]),
+        # widths before the feature layer: one layer of 50 or 100, or PilotNet's dense tail (the default)
+        "hidden": Choice([(50,), (100,), (100, 50)]),
+    }
+
     def __init__(self, prior="ridge", inference="vi", network="mlp", image_shape=None, hidden=(100, 50),
                  n_features=10, activation="relu", lr=2.5e-4, weight_decay=0.0, batch_size=32, epochs=60,
                  nu=NU_DEFAULT, n_draws=1000, vi_max_iter=14_000, vi_min_iter=10_000, vi_draws=50, vi_rank=3,
                  nuts_samples=1000, nuts_warmup=1000, nuts_chains=2, predictive="plugin", theta_point="median",
-                 grid_size=512, marginal=None, device="cpu", random_state=None, progress=True):
+                 grid_size=512, marginal=None, device="cpu", random_state=None, progress=True,
+                 validation_fraction=DEFAULT_VALIDATION_FRACTION, patience=DEFAULT_PATIENCE):
         self.prior = prior
         self.inference = inference
         self.network = network
@@ -362,6 +401,8 @@ class ImplicitCopulaRegressor(_MLPRegressor):
         self.device = device
         self.random_state = random_state
         self.progress = progress
+        self.validation_fraction = validation_fraction
+        self.patience = patience
 
     # -------------------------------------------------------------- settings
     def _copula_settings(self) -> dict:
@@ -416,16 +457,19 @@ class ImplicitCopulaRegressor(_MLPRegressor):
         """
         cs = self._copula_settings()
         self._settings()
-        X, y = validate_fit_data(self, X, y, min_samples=MIN_SAMPLES)
+        X, y = self._validate_fit(X, y, min_samples=MIN_SAMPLES)
         p = check_int(self.n_features, "n_features", min_value=1)
         if p > X.shape[0]:
             raise ValueError(
                 f"n_features = {p} exceeds the n = {X.shape[0]} training rows (p > n): the linear copula model is "
                 "not identified; lower n_features or use more data"
             )
-        marginal = self._fit_marginal(y)
+        marginal = self._fit_marginal(y)  # on every training row (class docstring, validation_fraction)
         z = marginal.pseudo_response(y)
-        self._fit_net(X, z)  # sets net_, x_mean_, x_scale_, loss_curve_ (trained on standardised z)
+        # sets net_, x_mean_, x_scale_, loss_curve_, validation_curve_, best_epoch_, stopped_by_:
+        # trained on the standardised z of the rows not held out, stopped early on the held-out ones
+        self._fit_net(X, z)
+        self.n_train_ = int(X.shape[0])  # the marginal's and the copula's rows: all of them
         psi = self._network_features((X - self.x_mean_) / self.x_scale_)
         if not np.all(np.isfinite(psi)):
             raise ValueError("the feature network produced NaN/inf features (training diverged?): lower lr")
@@ -739,32 +783,41 @@ class ImplicitCopulaRegressor(_MLPRegressor):
         return self.predict_distribution(X, features=features).mean
 
     # -------------------------------------------------------------- persistence
-    def save(self, path) -> None:
-        """Write the fitted model to ``path``: safetensors + JSON, atomically, no pickle
-        (`dubito.regression.copula_io`). A wrapped model's torch module is not written; a
-        marginal other than None / `KDEMarginal` cannot be saved (ValueError)."""
-        write_copula(self, path)
+    def _state(self) -> tuple[dict[str, torch.Tensor], dict]:
+        """(tensors, settings) for `DubitoEstimator.save` (`dubito.regression.copula_io`). A
+        wrapped model's torch module is not written; a marginal other than None / `KDEMarginal`
+        cannot be saved (ValueError)."""
+        return copula_state(self)
 
     @classmethod
     def load(cls, path, *, device=None, model=None) -> ImplicitCopulaRegressor:
-        """Read a model written by `save`; ``device`` overrides the saved device setting.
+        """`DubitoEstimator.load` with the wrapped model's torch module (`_from_state`). ``model``
+        is checked first, so that a non-Module is a TypeError rather than a "corrupted file"."""
+        if model is not None and not isinstance(model, torch.nn.Module):
+            raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        return super().load(path, device=device, model=model)
+
+    @classmethod
+    def _from_state(cls, tensors: dict, settings: dict, *, device=None, where: str = "",
+                    model=None) -> ImplicitCopulaRegressor:
+        """The estimator rebuilt by ``load(path, device=None, model=None)``.
 
         A model made by `wrap` needs its torch module again: ``load(path, model=m)`` (the saved
         ``feature_layer_`` must name a submodule of m). A corrupted, truncated or foreign file
         raises ``ValueError``.
         """
-        est = read_copula(cls, path, device=device)
+        est = copula_from_state(cls, tensors, settings, device=device, where=where)
         if est.feature_source_ == "wrapped":
             if model is None:
                 raise ValueError(
-                    f"{path} holds a wrapped model (feature layer {est.feature_layer_!r}); its torch module is not "
+                    f"{where} holds a wrapped model (feature layer {est.feature_layer_!r}); its torch module is not "
                     "saved: pass it as load(path, model=your_model)"
                 )
             _check_layer(model, est.feature_layer_)
             est.model_ = model
         elif model is not None:
             raise ValueError(
-                f"{path} holds a model with feature source {est.feature_source_!r}, not a wrapped one: "
+                f"{where} holds a model with feature source {est.feature_source_!r}, not a wrapped one: "
                 "do not pass model="
             )
         return est

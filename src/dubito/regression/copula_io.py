@@ -1,20 +1,24 @@
-"""save / load of `ImplicitCopulaRegressor`: one safetensors file with JSON metadata (no pickle).
+"""The persistence hooks of `ImplicitCopulaRegressor`: one safetensors file with JSON metadata (no pickle).
 
-Written through `dubito.io.save_tensors` (atomic) and read by `dubito.io.load_tensors`, which
-reports a truncated, garbage or foreign file with one ``ValueError``; inconsistent contents of a
-readable file are a ``ValueError`` too.
+`copula_state` / `copula_from_state` are the estimator's ``_state`` / ``_from_state``; the base's
+``save`` / ``load`` (`dubito._estimator.DubitoEstimator`) write them through
+`dubito.io.save_tensors` (atomic) and read them by `dubito.io.load_tensors`, which reports a
+truncated, garbage or foreign file with one ``ValueError``; inconsistent contents of a readable
+file are a ``ValueError`` naming it too.
 
 Tensors (float64 unless said): ``marginal.{grid,pdf,cdf,sf}`` (the fitted `KDEMarginal`'s
 tables), ``posterior.theta`` (J, dim), ``posterior.theta_by_chain`` (NUTS), ``posterior.q.{mean,
 factor,diag}`` (VI: the fitted factor Gaussian, so ``point_estimate`` works), ``train_features``
 (n, p), ``dead_features`` (int64, network path), ``loglik_trace`` (NUTS: the chains' mean copula
 log-likelihood per draw, for ``diagnostics_``; absent in older files, then NaN there), and for
-the network path ``net.*`` (the MLP's state dict), ``x_mean``, ``x_scale``, ``loss_curve`` (as
-`_MLPRegressor.save`).
+the network path ``net.*`` (the MLP's state dict), ``x_mean``, ``x_scale``, ``y_mean``, ``y_scale``,
+``loss_curve`` and ``validation_curve`` (`_MLPRegressor._network_tensors`; files written before
+y_mean / y_scale were tensors hold them in ``fitted``, and they are read from there).
 
 JSON: ``params`` (constructor settings; ``marginal`` as a KDEMarginal configuration or None,
 ``image_shape`` as a list), ``fitted`` (feature_source, n_features, n_train, n_features_in,
-feature_layer, network scalars), ``marginal`` (`KDEMarginal.to_state`'s settings) and
+feature_layer, and for the network path predict_seed, best_epoch and stopped_by -- absent in
+files written before validated fitting, which load as stopped by the cap), ``marginal`` (`KDEMarginal.to_state`'s settings) and
 ``posterior`` (prior, inference, p, names, nu, tau2_fixed, diagnostics, settings; numpy arrays
 are stored as tagged lists and come back as arrays of their dtype).
 
@@ -37,7 +41,7 @@ from dubito.inference.vi import FactorGaussian
 from dubito.regression.copula_posterior import CopulaPosterior
 from dubito.regression.marginal import KDEMarginal
 
-__all__ = ["read_copula", "write_copula"]
+__all__ = ["copula_from_state", "copula_state"]
 
 STATE_VERSION = 1
 _ARRAY_TAG = "__ndarray__"
@@ -153,8 +157,8 @@ def _posterior_from_state(t: dict, meta: dict, device) -> CopulaPosterior:
 
 
 # ---------------------------------------------------------------- the estimator
-def write_copula(est, path) -> None:
-    """Write a fitted `ImplicitCopulaRegressor` to ``path`` (see the module docstring)."""
+def copula_state(est) -> tuple[dict[str, torch.Tensor], dict]:
+    """(tensors, settings) of a fitted `ImplicitCopulaRegressor` (its ``_state``; see the module docstring)."""
     check_fitted(est, ["posterior_"])
     params = io.json_params(est, marginal=_marginal_param(est.marginal))
     tensors, marginal_settings = _marginal_state(est.marginal_)
@@ -163,30 +167,28 @@ def write_copula(est, path) -> None:
     tensors["train_features"] = torch.from_numpy(np.ascontiguousarray(est.train_features_, dtype=np.float64))
     source = est.feature_source_
     fitted = dict(version=STATE_VERSION, feature_source=source, n_features=int(est.n_features_),
-                  n_train=int(est.n_train_), n_features_in=getattr(est, "n_features_in_", None),
-                  feature_names_in=io.feature_names_json(est))
-    if fitted["n_features_in"] is not None:
-        fitted["n_features_in"] = int(fitted["n_features_in"])
+                  n_train=int(est.n_train_), n_features_in=None, feature_names_in=io.feature_names_json(est))
+    if hasattr(est, "n_features_in_"):  # not for a wrapped model: its input has no fixed width
+        fitted.update(est._common_fitted())
     if source == "wrapped":
         fitted["feature_layer"] = str(est.feature_layer_)
     if source == "network":
-        fitted.update(y_mean=float(est.y_mean_), y_scale=float(est.y_scale_), predict_seed=int(est.predict_seed_))
+        fitted.update(predict_seed=int(est.predict_seed_), **est._training_fitted())
         tensors.update(est._network_tensors())
     if getattr(est, "loglik_trace_", None) is not None:
         tensors["loglik_trace"] = torch.from_numpy(np.ascontiguousarray(est.loglik_trace_, dtype=np.float64))
     if getattr(est, "dead_features_", None) is not None:
         tensors["dead_features"] = torch.as_tensor(np.asarray(est.dead_features_, dtype=np.int64))
-    io.save_tensors(path, tensors, type(est).__name__,
-                    {"params": params, "fitted": fitted, "marginal": marginal_settings, "posterior": post_meta})
+    return tensors, {"params": params, "fitted": fitted, "marginal": marginal_settings, "posterior": post_meta}
 
 
-def read_copula(cls, path, *, device=None):
-    """Read a file written by `write_copula` (without re-attaching a wrapped model)."""
-    tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
+def copula_from_state(cls, tensors: dict, settings: dict, *, device=None, where: str = ""):
+    """The estimator rebuilt from `copula_state`'s output (without re-attaching a wrapped model);
+    contents that do not fit together raise one ``ValueError`` naming ``where`` (the file)."""
     # fresh (aligned) copies: BLAS results can depend on a buffer's alignment, and predictions
     # after loading must be bit-identical to the saved model's
     tensors = {k: v.clone() for k, v in tensors.items()}
-    with io.rebuilding(path, cls.__name__, errors=(KeyError, TypeError, ValueError, RuntimeError, AttributeError)):
+    with io.rebuilding(where, cls.__name__, errors=(KeyError, TypeError, ValueError, RuntimeError, AttributeError)):
         fitted = settings["fitted"]
         if fitted.get("version") != STATE_VERSION:
             raise ValueError(f"unknown {cls.__name__} state version {fitted.get('version')!r}")
@@ -199,19 +201,20 @@ def read_copula(cls, path, *, device=None):
         est.posterior_ = _posterior_from_state(tensors, settings["posterior"], s["device"])
         est.feature_source_ = str(fitted["feature_source"])
         est.n_features_ = int(fitted["n_features"])
-        est.n_train_ = int(fitted["n_train"])
-        est.train_features_ = tensors["train_features"].double().numpy()
         if fitted.get("n_features_in") is not None:
-            est.n_features_in_ = int(fitted["n_features_in"])
-        io.set_feature_names(est, fitted.get("feature_names_in"))
+            est._restore_common(fitted)
+        else:
+            est.n_train_ = int(fitted["n_train"])
+            io.set_feature_names(est, fitted.get("feature_names_in"))
+        est.train_features_ = tensors["train_features"].double().numpy()
         if "dead_features" in tensors:
             est.dead_features_ = tensors["dead_features"].numpy().astype(np.intp)
         if est.feature_source_ == "wrapped":
             est.feature_layer_ = str(fitted["feature_layer"])
         elif est.feature_source_ == "network":
-            if not est._restore_network(tensors, s, int(fitted["n_features_in"])):
-                raise ValueError("x_mean / x_scale do not match n_features_in")
-            est.y_mean_, est.y_scale_ = float(fitted["y_mean"]), float(fitted["y_scale"])
+            # scaling, loss and held-out curves, best epoch and stopped_by (a file written before
+            # validated fitting: no held-out curve, stopped by the cap)
+            est._restore_network(tensors, fitted, s, int(fitted["n_features_in"]))
             est.predict_seed_ = int(fitted["predict_seed"])
         elif est.feature_source_ != "features":
             raise ValueError(f"unknown feature_source {est.feature_source_!r}")

@@ -21,10 +21,12 @@ Learning in Autonomous Driving" (Ann. Appl. Stat. 17, 2023); spec ``shared/specs
   c = 0 it is the training mean of y^2, and with the training mean it is the training
   variance, ddof = 0).
 
-`_MLPRegressor` holds what the MLP baselines (this module, `dubito.regression.dropout`,
-`dubito.regression.mdn`) share: settings checks, internal standardisation of X and y,
-mini-batch Adam training with a progress bar, ``save``/``load`` through `dubito.io`, and the
-network factory `_MLPRegressor._make_net`.
+`_MLPRegressor` (a `dubito._estimator.DubitoRegressor`: input checks, standardisation of X and
+y, ``save``/``load``) holds what the MLP baselines (this module, `dubito.regression.dropout`,
+`dubito.regression.mdn`, and the IC-NLM's feature network) share: settings checks, mini-batch
+Adam training through `dubito.training_loop.run_epochs` (progress bar, early stopping on the
+held-out rows), the persistence hooks ``_state`` / ``_from_state``, and the network factory
+`_MLPRegressor._make_net`.
 
 Images (``network="cnn"``): X holds flattened channel-first images, (n, C*H*W), of shape
 ``image_shape`` (e.g. ``dubito.data.load("driving")`` and its ``meta["frame_shape"]``); the
@@ -50,32 +52,23 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, RegressorMixin
 
 from dubito import io
+from dubito._estimator import DubitoRegressor, seeds_from
 from dubito._estimator import check_device as _check_device
-from dubito._estimator import seeds_from
-from dubito._standardise import column_scaling
 from dubito._validation import (
     check_bool,
     check_choice,
-    check_fitted,
     check_float,
     check_int,
     check_widths,
-    validate_fit_data,
-    validate_predict_data,
 )
 from dubito.early_stopping import (
     DEFAULT_PATIENCE,
     DEFAULT_VALIDATION_FRACTION,
-    STOPPED_BY,
-    EarlyStopping,
-    best_copy,
     check_patience,
     check_training_target,
     check_validation_fraction,
-    copy_best_members,
     holdout_split,
 )
 from dubito.nn.batched import ACTIVATIONS
@@ -83,6 +76,7 @@ from dubito.nn.dropout_mlp import MLP
 from dubito.nn.pilotnet import PilotNet, activation_width, check_image_shape
 from dubito.predictive.normal import Normal
 from dubito.search_space import Choice, Float
+from dubito.training_loop import module_snapshots, run_epochs
 
 __all__ = ["DeterministicRegressor", "NaiveRegressor", "residual_variance", "seeds_from"]
 
@@ -105,39 +99,9 @@ def residual_variance(y: np.ndarray, fitted: np.ndarray) -> float:
     return float(np.mean(r * r))
 
 
-class _Standardised(RegressorMixin, BaseEstimator):
-    """Standardisation of X and y, fitted-data bookkeeping and the sklearn tags."""
-
-    def _fit_scaling(self, X: np.ndarray, y: np.ndarray, scalar_x: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """Standardised (X, y). Per column for tabular X; with ``scalar_x`` (images) ONE mean
-        and sd over all entries of X, stored as (p,) arrays filled with them, so the pixels
-        keep their relative values (a per-pixel scaling would change the image)."""
-        if scalar_x:
-            constant = np.ptp(X) == 0
-            x_mean = np.full(X.shape[1], X.mean())
-            x_scale = np.full(X.shape[1], 1.0 if constant else X.std())
-        else:
-            x_mean, x_scale = column_scaling(X)
-        self.x_mean_, self.x_scale_ = x_mean, x_scale
-        self.y_mean_, self.y_scale_ = float(y.mean()), float(y.std())
-        self.n_train_ = int(X.shape[0])
-        return (X - x_mean) / x_scale, (y - self.y_mean_) / self.y_scale_
-
-    def _standardise(self, X) -> np.ndarray:
-        X = validate_predict_data(self, X)
-        return (X - self.x_mean_) / self.x_scale_
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False  # NaN/inf are refused at fit and predict
-        tags.input_tags.sparse = False
-        tags.target_tags.single_output = True
-        tags.target_tags.multi_output = False
-        return tags
-
-
-class _MLPRegressor(_Standardised):
-    """Shared settings, training loop and persistence of the MLP baselines (not public)."""
+class _MLPRegressor(DubitoRegressor):
+    """Shared settings, training loop and persistence of the MLP baselines (not public); input
+    checks, standardisation, ``predict`` and ``save``/``load`` come from `DubitoRegressor`."""
 
     _description = "network"
 
@@ -239,7 +203,7 @@ class _MLPRegressor(_Standardised):
     # -------------------------------------------------------------- fit
     def _fit_net(self, X, y):
         s = self._settings()
-        X, y = validate_fit_data(self, X, y, min_samples=MIN_SAMPLES)
+        X, y = self._validate_fit(X, y, min_samples=MIN_SAMPLES)
         self._check_image_features(s, X.shape[1])
         # the fifth seed draws the held-out rows; the first four are those of a fit without them
         init_seed, order_seed, dropout_seed, self.predict_seed_, holdout_seed = seeds_from(self.random_state, 5)
@@ -276,70 +240,45 @@ class _MLPRegressor(_Standardised):
 
         With ``validation`` = (X_val, y_val) (standardised), `_validation_loss` is scored after
         each epoch; training stops after ``patience`` epochs without improvement and ``net``
-        ends with the weights of its best epoch (`dubito.early_stopping`). Sets
-        ``validation_curve_``, ``best_epoch_`` and ``stopped_by_``.
+        ends with the weights of its best epoch (`dubito.training_loop.run_epochs`,
+        `dubito.early_stopping`). Sets ``validation_curve_``, ``best_epoch_`` and ``stopped_by_``.
         """
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
         n = X.shape[0]
         batch = min(s["batch_size"], n)
         if s["optimizer"] == "sgd":
             opt = torch.optim.SGD(net.parameters(), lr=s["lr"], momentum=s["momentum"], weight_decay=s["weight_decay"])
         else:
             opt = torch.optim.Adam(net.parameters(), lr=s["lr"], weight_decay=s["weight_decay"])
-        curve = np.zeros(s["epochs"])
-        stopper = None if validation is None else EarlyStopping(s["patience"])
-        best = None if validation is None else best_copy(net)
+
+        def train_epoch(epoch: int) -> float:
+            perm = torch.randperm(n, generator=order).to(X.device)
+            total = torch.zeros((), dtype=torch.float64, device=X.device)
+            for start in range(0, n, batch):
+                idx = perm[start : start + batch]
+                loss = self._loss(net, X[idx], y[idx], drop)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                total += loss.detach().double() * idx.shape[0]
+            return float(total) / n
+
+        def validate() -> list[float]:
+            net.eval()
+            with torch.no_grad():
+                held_out = self._validation_loss(net, *validation)
+            net.train()
+            return [held_out]
+
+        keep_best, restore_best = module_snapshots(net) if validation is not None else (None, None)
         net.train()
-        columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn(), TimeRemainingColumn())
-        with Progress(*columns, console=Console(stderr=True), disable=not self.progress) as bar:
-            task = bar.add_task(self._description, total=s["epochs"])
-            for epoch in range(s["epochs"]):
-                if stopper is not None and stopper.done:
-                    break
-                perm = torch.randperm(n, generator=order).to(X.device)
-                total = torch.zeros((), dtype=torch.float64, device=X.device)
-                for start in range(0, n, batch):
-                    idx = perm[start : start + batch]
-                    loss = self._loss(net, X[idx], y[idx], drop)
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
-                    total += loss.detach().double() * idx.shape[0]
-                curve[epoch] = float(total) / n
-                text = f"{self._description} loss {curve[epoch]:.3f}"
-                if stopper is not None:
-                    net.eval()
-                    with torch.no_grad():
-                        held_out = self._validation_loss(net, *validation)
-                    net.train()
-                    copy_best_members(best, net, stopper.update([held_out]))
-                    text += f" held-out {held_out:.3f}"
-                stopped = stopper is not None and stopper.done
-                if stopped:  # the bar ends full, at the epochs run
-                    text += f" stopped, best {stopper.best_epoch[0]}"
-                bar.update(task, advance=1, description=text, total=epoch + 1 if stopped else s["epochs"])
-        if stopper is None:
-            self.validation_curve_ = np.zeros(0)
-            self.best_epoch_ = int(s["epochs"])
-            self.stopped_by_ = "cap"
-        else:
-            net.load_state_dict(best.state_dict())
-            self.validation_curve_ = np.asarray(stopper.curve, dtype=np.float64).reshape(-1)
-            self.best_epoch_ = int(stopper.best_epoch[0])
-            self.stopped_by_ = "patience" if stopper.done else "cap"
-            curve = curve[: len(stopper.curve)]
+        record = run_epochs(train_epoch, epochs=s["epochs"], description=self._description, progress=self.progress,
+                            validate=None if validation is None else validate, patience=s["patience"],
+                            keep_best=keep_best, restore_best=restore_best)
+        self.validation_curve_ = record.validation_curve.reshape(-1)
+        self.best_epoch_ = int(record.best_epoch[0])
+        self.stopped_by_ = record.stopped_by
         net.eval()
-        return curve
+        return record.loss_curve
 
     def _row_width(self, n_features: int) -> int:
         """The most numbers one input row holds in a layer: max(p, hidden widths), and for
@@ -369,70 +308,45 @@ class _MLPRegressor(_Standardised):
         return check_widths(self.hidden)
 
     # -------------------------------------------------------------- persistence
-    def save(self, path) -> None:
-        """Write the fitted model to ``path`` (safetensors tensors + JSON settings; no pickle)."""
-        check_fitted(self)
-        fitted = dict(
-            n_features_in=int(self.n_features_in_),
-            n_train=self.n_train_,
-            y_mean=self.y_mean_,
-            y_scale=self.y_scale_,
-            predict_seed=int(self.predict_seed_),
-            feature_names_in=io.feature_names_json(self),
-            best_epoch=int(self.best_epoch_),
-            stopped_by=self.stopped_by_,
-            **self._fitted_scalars(),
-        )
-        io.save_tensors(path, self._network_tensors(), type(self).__name__,
-                        {"params": io.json_params(self), "fitted": fitted})
+    def _state(self) -> tuple[dict[str, torch.Tensor], dict]:
+        """(tensors, settings) for `DubitoEstimator.save`: `_network_tensors` and the JSON of the
+        settings and fitted scalars (n_features_in, n_train, feature names, predict_seed,
+        best_epoch, stopped_by, and the subclass's ``_fitted_scalars``)."""
+        fitted = dict(**self._common_fitted(), predict_seed=int(self.predict_seed_), **self._training_fitted(),
+                      **self._fitted_scalars())
+        return self._network_tensors(), {"params": io.json_params(self), "fitted": fitted}
 
     def _network_tensors(self) -> dict[str, torch.Tensor]:
-        """The trained network's weights (``net.*``) and the input scaling and loss curve."""
+        """The trained network's weights (``net.*``), the scaling of X and y (``x_mean``,
+        ``x_scale``, ``y_mean``, ``y_scale``), ``loss_curve`` and ``validation_curve``."""
         tensors = {f"net.{k}": v for k, v in self.net_.state_dict().items()}
-        tensors["x_mean"] = torch.as_tensor(self.x_mean_, dtype=torch.float64)
-        tensors["x_scale"] = torch.as_tensor(self.x_scale_, dtype=torch.float64)
+        tensors.update(self._scaling_tensors())
         tensors["loss_curve"] = torch.as_tensor(self.loss_curve_, dtype=torch.float64)
         tensors["validation_curve"] = torch.as_tensor(self.validation_curve_, dtype=torch.float64)
         return tensors
 
-    def _restore_network(self, tensors: dict, s: dict, n_features: int) -> bool:
-        """Inverse of `_network_tensors`: ``net_`` (float64, on ``s["device"]``, eval mode),
-        ``x_mean_``, ``x_scale_``, ``loss_curve_``; False when the scaling's shape is not (p,)."""
+    def _restore_network(self, tensors: dict, fitted: dict, s: dict, n_features: int) -> None:
+        """Inverse of `_network_tensors` and `_training_fitted`: ``net_`` (float64, on
+        ``s["device"]``, eval mode), the scaling (y_mean / y_scale read from ``fitted`` in files
+        written before they were tensors), ``loss_curve_``, ``validation_curve_``, ``best_epoch_``,
+        ``stopped_by_`` (a file written before validated fitting: no curve, the cap)."""
         net = self._build_net(s, n_features, generator=None, dtype=torch.float64)
         state = {k[len("net."):]: v for k, v in tensors.items() if k.startswith("net.")}
         net.load_state_dict(state, strict=True)
         self.net_ = net.double().to(s["device"]).eval()
-        self.x_mean_ = tensors["x_mean"].double().numpy()
-        self.x_scale_ = tensors["x_scale"].double().numpy()
+        self._restore_scaling(tensors, fitted, n_features)
         self.loss_curve_ = tensors["loss_curve"].double().numpy()
-        # files written before validated fitting have no held-out curve: an empty one
-        self.validation_curve_ = tensors.get("validation_curve", torch.zeros(0)).double().numpy()
-        return self.x_mean_.shape == (n_features,) and self.x_scale_.shape == (n_features,)
+        self._restore_training(fitted, tensors, n_epochs_run=len(self.loss_curve_))
 
     @classmethod
-    def load(cls, path, *, device=None):
-        """Read a model written by `save`. ``device`` overrides the saved device setting.
-
-        A corrupted, truncated or foreign file raises ``ValueError``.
-        """
-        tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
-        with io.rebuilding(path, cls.__name__):
-            fitted = settings["fitted"]
-            est = cls(**io.params_from_json(settings["params"], device=device))
-            s = est._settings()
-            p = int(fitted["n_features_in"])
-            shapes_ok = est._restore_network(tensors, s, p)
-            est.y_mean_ = float(fitted["y_mean"])
-            est.y_scale_ = float(fitted["y_scale"])
-            est.n_train_ = int(fitted["n_train"])
-            est.predict_seed_ = int(fitted["predict_seed"])
-            est.best_epoch_ = int(fitted.get("best_epoch", len(est.loss_curve_)))
-            est.stopped_by_ = check_choice(fitted.get("stopped_by", "cap"), "stopped_by", STOPPED_BY)
-            est.n_features_in_ = p
-            io.set_feature_names(est, fitted.get("feature_names_in"))
-            est._restore_scalars(fitted)
-        if not shapes_ok:
-            raise ValueError(f"{path} is a {cls.__name__} file with inconsistent tensor shapes (corrupted?)")
+    def _from_state(cls, tensors: dict, settings: dict, *, device=None, where: str = ""):
+        """The estimator rebuilt from `_state`'s output (`DubitoEstimator.load`)."""
+        fitted = settings["fitted"]
+        est = cls(**io.params_from_json(settings["params"], device=device))
+        p = est._restore_common(fitted)
+        est._restore_network(tensors, fitted, est._settings(), p)
+        est.predict_seed_ = int(fitted["predict_seed"])
+        est._restore_scalars(fitted)
         return est
 
 
@@ -563,7 +477,7 @@ class DeterministicRegressor(_MLPRegressor):
         return Normal(mean, var, aleatoric_var=var)
 
 
-class NaiveRegressor(_Standardised):
+class NaiveRegressor(DubitoRegressor):
     r"""The IC-NLM paper's naive learner: a constant prediction with its residual Gaussian noise.
 
     The paper's naive learner "always predicts 0°", i.e. drives straight (spec §3.3 [P]); it
@@ -595,44 +509,32 @@ class NaiveRegressor(_Standardised):
         """Set ``center_`` and ``noise_var_`` from the training targets. Returns self."""
         check_choice(self.strategy, "strategy", ("constant", "mean"))
         constant = check_float(self.constant, "constant")
-        X, y = validate_fit_data(self, X, y, min_samples=MIN_SAMPLES)
+        X, y = self._validate_fit(X, y, min_samples=MIN_SAMPLES)
         self.center_ = float(y.mean()) if self.strategy == "mean" else constant
         self.noise_var_ = residual_variance(y, np.full(y.shape, self.center_))
         self.n_train_ = int(X.shape[0])
         return self
 
-    def predict(self, X) -> np.ndarray:
-        """c for every input, shape (N,)."""
-        X = validate_predict_data(self, X)
-        return np.full(X.shape[0], self.center_)
-
     def predict_distribution(self, X) -> Normal:
-        """N(c, noise_var_) per input; aleatoric_var = noise_var_, epistemic_var None."""
-        mean = self.predict(X)
-        var = np.full(mean.shape, self.noise_var_)
-        return Normal(mean, var, aleatoric_var=var)
+        """N(c, noise_var_) per input; aleatoric_var = noise_var_, epistemic_var None. ``predict``
+        (`DubitoRegressor`) is its mean, c for every input."""
+        n = self._validate_predict(X).shape[0]
+        var = np.full(n, self.noise_var_)
+        return Normal(np.full(n, self.center_), var, aleatoric_var=var)
 
-    def save(self, path) -> None:
-        """Write the fitted model (no tensors to speak of; JSON settings in safetensors metadata)."""
-        check_fitted(self)
-        fitted = dict(center=self.center_, noise_var=self.noise_var_, n_train=self.n_train_,
-                      n_features_in=int(self.n_features_in_), feature_names_in=io.feature_names_json(self))
+    def _state(self) -> tuple[dict[str, torch.Tensor], dict]:
+        """No tensors to speak of (``noise_var``, for the file format); JSON settings."""
+        fitted = dict(**self._common_fitted(), center=float(self.center_), noise_var=float(self.noise_var_))
         params = dict(strategy=self.strategy, constant=float(self.constant))
-        io.save_tensors(path, {"noise_var": torch.tensor([self.noise_var_], dtype=torch.float64)},
-                        type(self).__name__, {"params": params, "fitted": fitted})
+        return {"noise_var": torch.tensor([self.noise_var_], dtype=torch.float64)}, {"params": params, "fitted": fitted}
 
     @classmethod
-    def load(cls, path) -> NaiveRegressor:
-        """Read a model written by `save`; a corrupted or foreign file raises ``ValueError``."""
-        _, settings = io.load_tensors(path, cls.__name__)
-        with io.rebuilding(path, cls.__name__, errors=(KeyError, TypeError, ValueError)):
-            est = cls(**settings["params"])
-            fitted = settings["fitted"]
-            est.center_ = float(fitted["center"])
-            est.noise_var_ = float(fitted["noise_var"])
-            est.n_train_ = int(fitted["n_train"])
-            est.n_features_in_ = int(fitted["n_features_in"])
-            io.set_feature_names(est, fitted.get("feature_names_in"))
+    def _from_state(cls, tensors: dict, settings: dict, *, device=None, where: str = ""):
+        est = cls(**settings["params"])
+        fitted = settings["fitted"]
+        est._restore_common(fitted)
+        est.center_ = float(fitted["center"])
+        est.noise_var_ = float(fitted["noise_var"])
         return est
 
     def __sklearn_tags__(self):

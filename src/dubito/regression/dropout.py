@@ -48,10 +48,11 @@ import numbers
 import numpy as np
 import torch
 
-from dubito._validation import check_float, check_int
+from dubito._estimator import seeds_from
+from dubito._validation import check_fitted, check_float, check_int
 from dubito.early_stopping import DEFAULT_PATIENCE, DEFAULT_VALIDATION_FRACTION
 from dubito.predictive.samples import Samples
-from dubito.regression.deterministic import _MLPRegressor, residual_variance, seeds_from
+from dubito.regression.deterministic import _MLPRegressor, residual_variance
 from dubito.search_space import Choice, Float
 
 __all__ = ["MCDropoutRegressor"]
@@ -207,8 +208,6 @@ class MCDropoutRegressor(_MLPRegressor):
         """The T dropout masks a prediction uses: one (T, width) float64 CPU tensor per hidden
         layer (entries 0 or 1/(1-p)). ``random_state=None`` -> the fitted ``predict_seed_``;
         an int -> that seed. ``n_samples=None`` -> the estimator's ``n_samples``."""
-        from dubito._validation import check_fitted
-
         check_fitted(self)
         T = self.n_samples if n_samples is None else n_samples
         T = check_int(T, "n_samples", min_value=1)
