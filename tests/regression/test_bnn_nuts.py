@@ -197,3 +197,30 @@ def test_save_before_fit_and_bad_files_are_refused(small_nuts, tmp_path):
     io.save_tensors(tmp_path / "missing.safetensors", tensors, "NUTSNetworkRegressor", settings)
     with pytest.raises(ValueError, match="inconsistent contents"):
         NUTSNetworkRegressor.load(tmp_path / "missing.safetensors")
+
+
+def test_is_a_dubito_regressor():
+    from dubito._estimator import DubitoRegressor
+
+    assert isinstance(NUTSNetworkRegressor(), DubitoRegressor)
+
+
+def test_file_in_the_layout_before_the_estimator_base_still_loads(small_nuts, tmp_path):
+    """Before the estimator base a file held y_mean / y_scale as JSON settings, not tensors, and
+    no n_train: it loads to the same predictive and diagnostics."""
+    from dubito import io
+
+    est, _, _, Xq, yq = small_nuts
+    path = tmp_path / "old.safetensors"
+    est.save(path)
+    tensors, settings = io.load_tensors(path, "NUTSNetworkRegressor")
+    fitted = settings["fitted"]
+    for name in ("y_mean", "y_scale"):
+        fitted[name] = float(tensors.pop(name))
+    del fitted["n_train"]
+    io.save_tensors(path, tensors, "NUTSNetworkRegressor", settings)
+    back = NUTSNetworkRegressor.load(path)
+    a, b = est.predict_distribution(Xq), back.predict_distribution(Xq)
+    np.testing.assert_array_equal(a.means, b.means)
+    np.testing.assert_array_equal(a.log_prob(yq), b.log_prob(yq))
+    assert back.diagnostics_["max_rhat"] == est.diagnostics_["max_rhat"] or np.isnan(est.diagnostics_["max_rhat"])

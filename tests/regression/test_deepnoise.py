@@ -379,6 +379,54 @@ def test_save_load_round_trip(model, data, tmp_path):
         DeepNoiseRegressor.load(tmp_path / "sgd.safetensors")
 
 
+def test_is_a_dubito_regressor():
+    from dubito._estimator import DubitoRegressor
+
+    assert isinstance(DeepNoiseRegressor(), DubitoRegressor)
+
+
+def test_file_in_the_layout_before_the_estimator_base_still_loads(model, data, tmp_path):
+    """Before the estimator base a file held the input scaling as tensors ``x_mean_`` /
+    ``x_scale_``, y_mean / y_scale as JSON settings, and no n_train: it loads to the same fit."""
+    X, _ = data
+    path = tmp_path / "old.safetensors"
+    model.save(path)
+    tensors, settings = deepnoise.io.load_tensors(path, "DeepNoiseRegressor")
+    fitted = settings["fitted"]
+    for name in ("x_mean", "x_scale"):
+        tensors[name + "_"] = tensors.pop(name)
+    for name in ("y_mean", "y_scale"):
+        fitted[name] = float(tensors.pop(name))
+    del fitted["n_train"]
+    deepnoise.io.save_tensors(path, tensors, "DeepNoiseRegressor", settings)
+    back = DeepNoiseRegressor.load(path)
+    _assert_same_fit(model, back)
+    a, b = model.predict_distribution(X), back.predict_distribution(X)
+    np.testing.assert_array_equal(a.means, b.means)
+    np.testing.assert_array_equal(a.variances, b.variances)
+    np.testing.assert_array_equal(back.x_scale_, model.x_scale_)
+
+
+def test_declared_search_space_is_accepted_by_tune(data):
+    """`dubito.tune` runs the declared search_space on a tiny sampler: two trials complete (no
+    failed trial) and the returned estimator is refitted with the chosen parameters."""
+    from dubito.search_space import check_space
+    from dubito.tune import tune
+
+    X, y = data
+    est = DeepNoiseRegressor(**dict(BASE, n_burnin=2, n_keep=4))
+    space = set(check_space(est, None))
+    assert space == {"prior_shape", "prior_scale", "tie_rho", "hidden"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        result = tune(est, X, y, n_trials=2, progress=False)
+    assert [t["state"] for t in result.trials] == ["COMPLETE", "COMPLETE"]
+    assert set(result.best_params) == space and np.isfinite(result.best_score)
+    params = result.estimator.get_params()
+    assert all(params[k] == v for k, v in result.best_params.items()) and params["n_keep"] == 4
+    assert hasattr(result.estimator, "samples_")
+
+
 # ---------------------------------------------------------------------- bad input
 def test_bad_input(model, data):
     X, y = data

@@ -7,6 +7,8 @@ import torch
 from scipy.special import logsumexp
 from scipy.stats import norm
 
+from dubito import io
+from dubito._estimator import DubitoRegressor
 from dubito.regression.deepnoise_model import forward_moments
 from dubito.regression.deepnoise_sgd import DeepNoiseNet, DeepNoiseSGDRegressor
 
@@ -169,3 +171,50 @@ def test_bad_input(data):
         m.predict(X[:, :1])
     with pytest.raises(ValueError, match="n_noise_samples"):
         _small(n_noise_samples=0).fit(X, y)
+
+
+def test_is_a_dubito_regressor():
+    assert isinstance(DeepNoiseSGDRegressor(), DubitoRegressor)
+
+
+@pytest.mark.parametrize("era", ["before the estimator base", "before validated fitting"])
+def test_file_in_an_older_layout_still_loads(tmp_path, data, era):
+    """A file in the layout of earlier versions loads to the same predictive: before the estimator
+    base, y_mean / y_scale were JSON settings, not tensors; before validated fitting there was no
+    held-out curve, best epoch, stopped_by or n_train (read as: trained to the cap, n_train -1)."""
+    X, y = data
+    m = _small().fit(X, y)
+    path = tmp_path / "old.safetensors"
+    m.save(path)
+    tensors, settings = io.load_tensors(path, "DeepNoiseSGDRegressor")
+    fitted = settings["fitted"]
+    for name in ("y_mean", "y_scale"):
+        fitted[name] = float(tensors.pop(name))
+    if era == "before validated fitting":
+        del tensors["validation_curve"], fitted["best_epoch"], fitted["stopped_by"], fitted["n_train"]
+    io.save_tensors(path, tensors, "DeepNoiseSGDRegressor", settings)
+    back = DeepNoiseSGDRegressor.load(path)
+    a, b = m.predict_distribution(X), back.predict_distribution(X)
+    np.testing.assert_array_equal(a.means, b.means)
+    np.testing.assert_array_equal(a.variances, b.variances)
+    if era == "before validated fitting":
+        assert (back.stopped_by_, back.best_epoch_, back.n_train_, back.validation_curve_.shape) == ("cap", 3, -1, (0,))
+    else:
+        assert (back.best_epoch_, back.stopped_by_, back.n_train_) == (m.best_epoch_, m.stopped_by_, m.n_train_)
+
+
+def test_declared_search_space_is_accepted_by_tune(data):
+    """`dubito.tune` runs the declared search_space: two tiny trials complete (no failed trial),
+    and the returned estimator is refitted with the chosen parameters."""
+    from dubito.search_space import check_space
+    from dubito.tune import tune
+
+    X, y = data
+    est = _small()
+    assert set(check_space(est, None)) == {"lr", "hidden", "batch_size"}
+    result = tune(est, X, y, n_trials=2, progress=False)
+    assert [t["state"] for t in result.trials] == ["COMPLETE", "COMPLETE"]
+    assert set(result.best_params) == {"lr", "hidden", "batch_size"} and np.isfinite(result.best_score)
+    params = result.estimator.get_params()
+    assert all(params[k] == v for k, v in result.best_params.items()) and params["epochs"] == 3
+    assert hasattr(result.estimator, "net_")

@@ -116,3 +116,37 @@ def test_right_class_but_inconsistent_contents(model_and_data, tmp_path):
 def test_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError):
         DeepEnsembleRegressor.load(tmp_path / "nope.safetensors")
+
+
+def test_is_a_dubito_regressor():
+    from dubito._estimator import DubitoRegressor
+
+    assert isinstance(DeepEnsembleRegressor(), DubitoRegressor)
+
+
+@pytest.mark.parametrize("era", ["before the estimator base", "before validated fitting"])
+def test_file_in_an_older_layout_still_loads(model_and_data, tmp_path, era):
+    """A file in the layout of earlier versions loads to the same predictions: before the estimator
+    base, y_mean / y_scale were JSON settings, not tensors; before validated fitting there was no
+    held-out curve, best epoch or stopped_by (every member then ran to the cap)."""
+    est, Xq = model_and_data
+    path = tmp_path / "old.safetensors"
+    est.save(path)
+    tensors, settings = io.load_tensors(path, "DeepEnsembleRegressor")
+    fitted = settings["fitted"]
+    for name in ("y_mean", "y_scale"):
+        fitted[name] = float(tensors.pop(name))
+    if era == "before validated fitting":
+        del tensors["validation_curve"], fitted["best_epoch"], fitted["stopped_by"]
+    io.save_tensors(path, tensors, "DeepEnsembleRegressor", settings)
+    back = DeepEnsembleRegressor.load(path)
+    a, b = est.predict_distribution(Xq), back.predict_distribution(Xq)
+    for attr in ("means", "variances", "noise_variances"):
+        np.testing.assert_array_equal(getattr(a, attr), getattr(b, attr))
+    assert (back.y_mean_, back.y_scale_, back.n_train_) == (est.y_mean_, est.y_scale_, est.n_train_)
+    if era == "before validated fitting":
+        assert back.stopped_by_ == "cap" and back.best_epoch_.tolist() == [3, 3, 3]
+        assert back.validation_curve_.shape == (0, 3)
+    else:
+        np.testing.assert_array_equal(back.best_epoch_, est.best_epoch_)
+        np.testing.assert_array_equal(back.validation_curve_, est.validation_curve_)

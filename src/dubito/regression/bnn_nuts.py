@@ -30,8 +30,8 @@ split R-hat and bulk ESS of the predictive mean at the monitored rows and of the
 log-likelihood (1/N) sum_i log N(y_i; g(x_i; w_s), 1/tau_s), total divergences, mean
 acceptance, ``converged`` at R-hat <= 1.1).
 
-Persistence: ``save(path)`` / ``load(path, device=None)``: the draws and the diagnostic traces
-as safetensors, the settings as JSON (`dubito.io`; no pickle).
+Persistence: ``save(path)`` / ``load(path, device=None)`` of the base (`dubito._estimator`):
+the draws and the diagnostic traces as safetensors, the settings as JSON (no pickle).
 
 Prediction: the equal-weight mixture over all kept draws (chains x samples),
 (1/S) sum_s N(y; g(x; w_s), 1/tau_s), in the user's units, with ``noise_variances`` 1/tau_s.
@@ -44,20 +44,15 @@ import warnings
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils import check_random_state
 
 from dubito import io
-from dubito._standardise import standardise_fit
+from dubito._estimator import DubitoRegressor, seed_base
 from dubito._validation import (
     check_bool,
     check_choice,
-    check_fitted,
     check_float,
     check_int,
     check_widths,
-    validate_fit_data,
-    validate_predict_data,
 )
 from dubito.inference.convergence import diagnostics_dict
 from dubito.inference.diagnostics import ConvergenceWarning, ess_bulk, rhat
@@ -69,12 +64,6 @@ __all__ = ["N_MONITOR", "NUTSNetworkRegressor"]
 
 #: Training inputs at which the posterior mean function is monitored for R-hat / ESS.
 N_MONITOR = 20
-
-
-def _seed(random_state) -> int:
-    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
-        return int(random_state)
-    return int(check_random_state(random_state).randint(0, 2**31 - 1))
 
 
 def _unpack(theta: torch.Tensor, widths: tuple[int, ...]):
@@ -101,7 +90,7 @@ def _forward(theta: torch.Tensor, X: torch.Tensor, widths, act) -> torch.Tensor:
     return h[:, :, 0]
 
 
-class NUTSNetworkRegressor(RegressorMixin, BaseEstimator):
+class NUTSNetworkRegressor(DubitoRegressor):
     """Bayesian MLP regression by NUTS over all weights (and the noise precision).
 
     Parameters (sources: module docstring)
@@ -157,10 +146,6 @@ class NUTSNetworkRegressor(RegressorMixin, BaseEstimator):
         if tap >= 1:
             raise ValueError(f"target_accept_prob must lie in (0, 1), got {tap}")
         check_bool(self.progress, "progress")
-        try:
-            device = torch.device(self.device)
-        except (RuntimeError, TypeError) as exc:
-            raise ValueError(f"device must be a torch device string such as 'cpu', got {self.device!r}: {exc}") from None
         return dict(
             hidden=hidden,
             activation=check_choice(self.activation, "activation", ACTIVATIONS),
@@ -172,20 +157,19 @@ class NUTSNetworkRegressor(RegressorMixin, BaseEstimator):
             target_accept_prob=tap,
             max_tree_depth=check_int(self.max_tree_depth, "max_tree_depth", min_value=1),
             rhat_threshold=check_float(self.rhat_threshold, "rhat_threshold", min_value=1.0),
-            device=device,
+            device=self._device(),
         )
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y):
         """Sample the posterior on (X, y); X (n, p), y (n,) finite, y not constant. Returns self."""
         s = self._settings()
-        X, y = validate_fit_data(self, X, y, min_samples=2)
+        X, y = self._validate_fit(X, y, min_samples=2)
         n, p = X.shape
         dev = s["device"]
         f64 = dict(dtype=torch.float64, device=dev)
-        self.x_mean_, self.x_scale_, self.y_mean_, self.y_scale_ = standardise_fit(X, y)
-        Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, **f64)
-        ys = torch.as_tensor((y - self.y_mean_) / self.y_scale_, **f64)
+        Xs, ys = self._fit_scaling(X, y)
+        Xs, ys = torch.as_tensor(Xs, **f64), torch.as_tensor(ys, **f64)
 
         widths = (p, *s["hidden"], 1)
         act = ACTIVATIONS[s["activation"]]
@@ -208,7 +192,7 @@ class NUTSNetworkRegressor(RegressorMixin, BaseEstimator):
                 u = u + 0.5 * math.exp(fixed_log_tau) * (resid * resid).sum()
             return u
 
-        seed = _seed(self.random_state)
+        seed = seed_base(self.random_state)
         gen = torch.Generator(device="cpu").manual_seed(seed)
         init = torch.zeros(s["num_chains"], dim, dtype=torch.float64)
         pos = 0
@@ -299,83 +283,64 @@ class NUTSNetworkRegressor(RegressorMixin, BaseEstimator):
     @torch.no_grad()
     def sample_functions(self, X) -> np.ndarray:
         """g(x; w_s) for every kept draw (chains x samples, chain-major), y units: (S, N)."""
-        X = validate_predict_data(self, X, fitted_attributes=["samples_"])
+        Xs = self._standardise(X, fitted_attributes=["samples_"])
         theta = self.samples_.reshape(-1, self.samples_.shape[-1])[:, :self.n_weights_]
-        Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, dtype=torch.float64, device=theta.device)
+        Xs = torch.as_tensor(Xs, dtype=torch.float64, device=theta.device)
         act = ACTIVATIONS[self.activation]
         step = max(1, (1 << 23) // max(1, Xs.shape[0] * max(self.widths_)))
         out = [_forward(theta[i:i + step], Xs, self.widths_, act).cpu() for i in range(0, theta.shape[0], step)]
         return torch.cat(out).numpy() * self.y_scale_ + self.y_mean_
 
     def predict_distribution(self, X) -> GaussianMixture:
-        """(1/S) sum_s N(y; g(x; w_s), noise_sd_s^2) over all kept draws, y units."""
+        """(1/S) sum_s N(y; g(x; w_s), noise_sd_s^2) over all kept draws, y units; ``predict``
+        (the base's) is its mean."""
         f = self.sample_functions(X).T  # (N, S)
         var = np.broadcast_to(self.noise_sd_draws_.reshape(1, -1) ** 2, f.shape)
         return GaussianMixture(np.full(f.shape[1], 1.0 / f.shape[1]), f, var, noise_variances=var)
 
-    def predict(self, X) -> np.ndarray:
-        """Posterior predictive mean, y units, (N,)."""
-        return self.sample_functions(X).mean(axis=0)
-
     # ------------------------------------------------------------------ persistence
-    def save(self, path) -> None:
-        """Write the fitted model (all kept draws, the diagnostic traces, settings) to ``path``:
-        safetensors tensors + JSON settings, atomically; no pickle."""
-        check_fitted(self, ["samples_"])
+    def _state(self) -> tuple[dict, dict]:
+        """Tensors: all kept draws (``samples``), the noise sd draws, the scaling, the diagnostic
+        traces and ``nuts.*``; settings ``params`` and ``fitted`` (the common record, widths,
+        n_weights, seconds, rhat_threshold)."""
         info = self.nuts_info_
-        fitted = dict(n_features_in=int(self.n_features_in_), widths=[int(w) for w in self.widths_],
-                      n_weights=int(self.n_weights_), y_mean=float(self.y_mean_), y_scale=float(self.y_scale_),
-                      seconds=float(info["seconds"]), rhat_threshold=float(self.diagnostics_["rhat_threshold"]),
-                      feature_names_in=io.feature_names_json(self))
+        fitted = dict(self._common_fitted(), widths=[int(w) for w in self.widths_], n_weights=int(self.n_weights_),
+                      seconds=float(info["seconds"]), rhat_threshold=float(self.diagnostics_["rhat_threshold"]))
         tensors = {"samples": self.samples_.to(torch.float64),
                    "monitor_rows": torch.as_tensor(np.asarray(self.monitor_rows_), dtype=torch.int64)}
-        for key in ("noise_sd_draws", "x_mean", "x_scale", "monitor_trace", "loglik_trace"):
+        tensors.update(self._scaling_tensors())
+        for key in ("noise_sd_draws", "monitor_trace", "loglik_trace"):
             tensors[key] = torch.as_tensor(np.asarray(getattr(self, key + "_"), dtype=np.float64))
         for key in ("divergences", "acceptance_rate", "step_size"):
             tensors[f"nuts.{key}"] = torch.as_tensor(np.asarray(info[key], dtype=np.float64))
-        io.save_tensors(path, tensors, type(self).__name__, {"params": io.json_params(self), "fitted": fitted})
+        return tensors, {"params": io.json_params(self), "fitted": fitted}
 
     @classmethod
-    def load(cls, path, *, device=None) -> "NUTSNetworkRegressor":
-        """Read a model written by `save`; ``device`` overrides the saved device setting.
-        A corrupted, truncated or foreign file raises ``ValueError``."""
-        tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
-        with io.rebuilding(path, cls.__name__):
-            fitted = settings["fitted"]
-            est = cls(**io.params_from_json(settings["params"], tuples=("hidden", "noise_prior"), device=device))
-            s = est._settings()
-            p = int(fitted["n_features_in"])
-            widths = tuple(int(w) for w in fitted["widths"])
-            n_w = sum(k_in * k_out + k_out for k_in, k_out in zip(widths[:-1], widths[1:]))
-            est.samples_ = tensors["samples"].to(s["device"], torch.float64)
-            est.noise_sd_draws_ = tensors["noise_sd_draws"].double().numpy()
-            est.x_mean_, est.x_scale_ = tensors["x_mean"].double().numpy(), tensors["x_scale"].double().numpy()
-            est.monitor_rows_ = tensors["monitor_rows"].numpy().astype(np.intp)
-            est.monitor_trace_ = tensors["monitor_trace"].double().numpy()
-            est.loglik_trace_ = tensors["loglik_trace"].double().numpy()
-            est.nuts_info_ = dict(divergences=tensors["nuts.divergences"].numpy().astype(np.int64),
-                                  acceptance_rate=tensors["nuts.acceptance_rate"].double().numpy(),
-                                  step_size=tensors["nuts.step_size"].double().numpy(),
-                                  seconds=float(fitted["seconds"]))
-            est.widths_, est.n_weights_ = widths, int(fitted["n_weights"])
-            est.y_mean_, est.y_scale_ = float(fitted["y_mean"]), float(fitted["y_scale"])
-            est.n_features_in_ = p
-            io.set_feature_names(est, fitted.get("feature_names_in"))
-            C, S = est.noise_sd_draws_.shape
-            shapes_ok = (widths == (p, *s["hidden"], 1) and est.n_weights_ == n_w
-                         and tuple(est.samples_.shape) == (C, S, n_w + int(est.noise_sd is None))
-                         and est.x_mean_.shape == (p,) and est.x_scale_.shape == (p,)
-                         and est.monitor_trace_.shape == (C, S, est.monitor_rows_.size)
-                         and est.loglik_trace_.shape == (C, S) and est.nuts_info_["divergences"].shape == (C,))
-            rhat_threshold = float(fitted["rhat_threshold"])
-        if not shapes_ok:
-            raise ValueError(f"{path} is a {cls.__name__} file with inconsistent tensor shapes (corrupted?)")
-        est.diagnostics_ = est._diagnostics(rhat_threshold)
+    def _from_state(cls, tensors, settings, *, device=None, where="", **kwargs) -> "NUTSNetworkRegressor":
+        """Inverse of `_state` (files of older versions: y_mean / y_scale in ``fitted``); a file
+        whose shapes do not fit together raises RuntimeError (one ValueError from `load`)."""
+        fitted = settings["fitted"]
+        est = cls(**io.params_from_json(settings["params"], tuples=("hidden", "noise_prior"), device=device))
+        s = est._settings()
+        p = est._restore_common(fitted)
+        est._restore_scaling(tensors, fitted, p)
+        widths = tuple(int(w) for w in fitted["widths"])
+        n_w = sum(k_in * k_out + k_out for k_in, k_out in zip(widths[:-1], widths[1:]))
+        est.samples_ = tensors["samples"].to(s["device"], torch.float64)
+        est.noise_sd_draws_ = tensors["noise_sd_draws"].double().numpy()
+        est.monitor_rows_ = tensors["monitor_rows"].numpy().astype(np.intp)
+        est.monitor_trace_ = tensors["monitor_trace"].double().numpy()
+        est.loglik_trace_ = tensors["loglik_trace"].double().numpy()
+        est.nuts_info_ = dict(divergences=tensors["nuts.divergences"].numpy().astype(np.int64),
+                              acceptance_rate=tensors["nuts.acceptance_rate"].double().numpy(),
+                              step_size=tensors["nuts.step_size"].double().numpy(),
+                              seconds=float(fitted["seconds"]))
+        est.widths_, est.n_weights_ = widths, int(fitted["n_weights"])
+        C, S = est.noise_sd_draws_.shape
+        if not (widths == (p, *s["hidden"], 1) and est.n_weights_ == n_w
+                and tuple(est.samples_.shape) == (C, S, n_w + int(est.noise_sd is None))
+                and est.monitor_trace_.shape == (C, S, est.monitor_rows_.size)
+                and est.loglik_trace_.shape == (C, S) and est.nuts_info_["divergences"].shape == (C,)):
+            raise RuntimeError("inconsistent tensor shapes")
+        est.diagnostics_ = est._diagnostics(float(fitted["rhat_threshold"]))
         return est
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False
-        tags.target_tags.single_output = True
-        tags.target_tags.multi_output = False
-        return tags

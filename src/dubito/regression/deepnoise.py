@@ -44,12 +44,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.model_selection import KFold
-from sklearn.utils import check_random_state
 
 from dubito import io
-from dubito._standardise import standardise_fit
+from dubito._estimator import DubitoRegressor, progress_bar, seed_base, seeds_from
 from dubito._validation import (
     check_bool,
     check_choice,
@@ -57,8 +55,6 @@ from dubito._validation import (
     check_float,
     check_int,
     check_widths,
-    validate_fit_data,
-    validate_predict_data,
 )
 from dubito.inference.convergence import diagnostics_dict
 from dubito.inference.diagnostics import ConvergenceWarning, ess_bulk, split_rhat
@@ -83,11 +79,8 @@ from dubito.regression.deepnoise_model import (
     forward_moments,
     piecewise_activation,
 )
-from dubito.regression.deepnoise_sgd import (
-    DeepNoiseSGDRegressor,
-    _progress_bar,
-)
-from dubito.regression.ensemble import _check_device
+from dubito.regression.deepnoise_sgd import DeepNoiseSGDRegressor
+from dubito.search_space import Choice, Float
 
 __all__ = [
     "DeepNoiseRegressor",
@@ -342,12 +335,12 @@ def _run_chain_pinned(job: _ChainJob, report, device) -> dict:
 
 
 # ---------------------------------------------------------------------- the estimator
-class DeepNoiseRegressor(RegressorMixin, BaseEstimator):
+class DeepNoiseRegressor(DubitoRegressor):
     r"""Bayesian deep-noise network (B-DeepNoise) fitted by the closed-form Gibbs sampler.
 
     See the module docstring for the method. After ``fit``: ``predict_distribution`` returns a
     `StateMixture` (a `GaussianMixture` over kept states × noise realisations, original units,
-    with the by-state ``epistemic_var``/``aleatoric_var``), ``predict`` its mean.
+    with the by-state ``epistemic_var``/``aleatoric_var``), ``predict`` (the base's) its mean.
 
     Parameters (defaults and their sources)
     ----------
@@ -412,8 +405,21 @@ class DeepNoiseRegressor(RegressorMixin, BaseEstimator):
     monitor_trace_ : (n_chains, n_kept, n_monitor) E(y | x, θ) at ``monitor_rows_`` (original units).
     monitor_rows_ : (n_monitor,) training row indices; monitor_X_ : their inputs.
     diagnostics_ : dict (see `_diagnostics`); x_mean_, x_scale_, y_mean_, y_scale_;
-    chain_seconds_ : (n_chains,) wall-clock seconds per chain; n_features_in_.
+    chain_seconds_ : (n_chains,) wall-clock seconds per chain; n_features_in_; n_train_.
     """
+
+    #: What `dubito.tune` searches (held-out NLL):
+    #: * ``prior_shape`` / ``prior_scale``: [P]'s IG(0.001, 0.001) is nearly improper and can
+    #:   freeze weights at 0 (spec pitfall 5); up to IG(1, 1) the priors on the variances become
+    #:   proper and weakly informative, so both run from 1e-4 to 1 on the log scale;
+    #: * ``tie_rho``: one prior variance per weight [P], per unit or per layer (pooled evidence);
+    #: * ``hidden``: [P]'s 4 x 50 or shallower nets of the same width, whose chains mix faster.
+    search_space = {
+        "prior_shape": Float(1e-4, 1.0, log=True),
+        "prior_scale": Float(1e-4, 1.0, log=True),
+        "tie_rho": Choice(["none", "row", "layer"]),
+        "hidden": Choice([(50,), (50, 50), (50, 50, 50, 50)]),
+    }
 
     def __init__(
         self,
@@ -480,7 +486,7 @@ class DeepNoiseRegressor(RegressorMixin, BaseEstimator):
                                else check_int(self.latent_batch_size, "latent_batch_size", min_value=1)),
             n_realizations=check_int(self.n_realizations, "n_realizations", min_value=1),
             checkpoint_every=check_int(self.checkpoint_every, "checkpoint_every", min_value=1),
-            device=str(_check_device(self.device)),
+            device=str(self._device()),
         )
         if s["n_keep"] < s["thin"]:
             raise ValueError(f"n_keep={s['n_keep']} < thin={s['thin']}: no state would be kept")
@@ -493,12 +499,6 @@ class DeepNoiseRegressor(RegressorMixin, BaseEstimator):
             n_jobs = os.cpu_count() or 1
         s["n_jobs"] = check_int(n_jobs, "n_jobs", min_value=1)
         return s
-
-    def _base_seed(self) -> int:
-        rs = self.random_state
-        if isinstance(rs, (int, np.integer)) and not isinstance(rs, bool):
-            return int(rs)
-        return int(check_random_state(rs).randint(0, 2**31 - 1))
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y, *, resume=False):
@@ -515,14 +515,13 @@ class DeepNoiseRegressor(RegressorMixin, BaseEstimator):
             raise ValueError("resume=True needs checkpoint_dir (the folder the interrupted fit wrote)")
         if resume and not (isinstance(self.random_state, (int, np.integer)) and not isinstance(self.random_state, bool)):
             raise ValueError("resume=True needs an integer random_state (the checkpoints are tied to the seed)")
-        X, y = validate_fit_data(self, X, y, min_samples=MIN_SAMPLES)
+        X, y = self._validate_fit(X, y, min_samples=MIN_SAMPLES)
         n, p = X.shape
-        units = standardise_fit(X, y)
-        self.x_mean_, self.x_scale_, self.y_mean_, self.y_scale_ = units
-        base = self._base_seed()
+        self._fit_scaling(X, y)
+        units = (self.x_mean_, self.x_scale_, self.y_mean_, self.y_scale_)
+        base = seed_base(self.random_state)
         # chain c's seed depends on (random_state, c) only; prediction noise has its own stream
-        ss = np.random.SeedSequence(base).spawn(s["n_chains"])
-        seeds = [int(c.generate_state(1, np.uint64)[0] >> np.uint64(1)) for c in ss]
+        seeds = seeds_from(base, s["n_chains"])
         self._predict_seed = _state_seed(base, 2**32 - 1)
         folds = list(KFold(SGD_FOLDS, shuffle=True, random_state=base % 2**32).split(X))
         monitor = np.unique(np.round(np.linspace(0, n - 1, min(N_MONITOR, n))).astype(int))
@@ -557,7 +556,7 @@ class DeepNoiseRegressor(RegressorMixin, BaseEstimator):
 
     def _run_chains(self, jobs, s) -> list:
         total = len(jobs) * (s["n_burnin"] + s["n_keep"])
-        with _progress_bar(bool(self.progress)) as bar:
+        with progress_bar(bool(self.progress)) as bar:
             task = bar.add_task("B-DeepNoise: initialising chains", total=total)
             clock = {"t0": None, "new": 0}
 
@@ -634,12 +633,12 @@ class DeepNoiseRegressor(RegressorMixin, BaseEstimator):
     @torch.no_grad()
     def predict_components(self, X, *, n_realizations=None):
         """Component means and variances (N, n_states · R), original units, state-major."""
-        X = validate_predict_data(self, X, fitted_attributes="samples_")
+        Xs = self._standardise(X, fitted_attributes="samples_")
         R = self.n_realizations if n_realizations is None else check_int(n_realizations, "n_realizations", min_value=1)
         dev = self.samples_["W.0"].device
-        Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, dtype=torch.float64).to(dev)
+        width = max(check_widths(self.hidden) + (Xs.shape[1], 1))
+        Xs = torch.as_tensor(Xs, dtype=torch.float64).to(dev)
         act = piecewise_activation(self.activation)
-        width = max(check_widths(self.hidden) + (X.shape[1], 1))
         step = max(1, _CHUNK_ELEMENTS // max(1, R * width))
         means, variances = [], []
         for k, state in enumerate(self.states()):
@@ -665,57 +664,40 @@ class DeepNoiseRegressor(RegressorMixin, BaseEstimator):
         mean, var = self.predict_components(X, n_realizations=n_realizations)
         return StateMixture(mean, var, self.n_states_)
 
-    def predict(self, X) -> np.ndarray:
-        """Predictive mean (N,), original units."""
-        return self.predict_components(X)[0].mean(axis=1)
-
     # ------------------------------------------------------------------ persistence
-    def save(self, path) -> None:
-        """Write the fitted model (kept states, traces, settings) to ``path`` (safetensors +
-        JSON, atomically; no pickle)."""
-        check_fitted(self, "samples_")
-        params = io.json_params(self)
-        fitted = dict(
-            n_features_in=int(self.n_features_in_),
-            y_mean=self.y_mean_,
-            y_scale=self.y_scale_,
-            predict_seed=self._predict_seed,
-            feature_names_in=io.feature_names_json(self),
-        )
+    #: Fitted arrays saved as float64 tensors under their attribute names.
+    _FITTED_ARRAYS = ("loglik_trace_", "monitor_trace_", "chain_seconds_", "monitor_X_")
+
+    def _state(self) -> tuple[dict, dict]:
+        """Tensors ``samples.*`` (the kept states), the traces and the scaling; settings ``params``
+        and ``fitted`` (the common record and ``predict_seed``)."""
         tensors = {f"samples.{k}": v for k, v in self.samples_.items()}
-        for name in ("x_mean_", "x_scale_", "loglik_trace_", "monitor_trace_", "chain_seconds_", "monitor_X_"):
+        for name in self._FITTED_ARRAYS:
             tensors[name] = torch.as_tensor(np.asarray(getattr(self, name)), dtype=torch.float64)
         tensors["monitor_rows_"] = torch.as_tensor(self.monitor_rows_, dtype=torch.int64)
-        io.save_tensors(path, tensors, type(self).__name__, {"params": params, "fitted": fitted})
+        tensors.update(self._scaling_tensors())
+        fitted = dict(self._common_fitted(), predict_seed=self._predict_seed)
+        return tensors, {"params": io.json_params(self), "fitted": fitted}
 
     @classmethod
-    def load(cls, path, *, device=None) -> "DeepNoiseRegressor":
-        """Read a model written by `save`; a corrupted or foreign file raises ValueError."""
-        tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
-        with io.rebuilding(path, cls.__name__):
-            fitted = settings["fitted"]
-            est = cls(**io.params_from_json(settings["params"], device=device))
-            s = est._settings()
-            dev = torch.device(s["device"])
-            est.samples_ = {k[len("samples."):]: v.to(dev) for k, v in tensors.items() if k.startswith("samples.")}
-            for name in ("x_mean_", "x_scale_", "loglik_trace_", "monitor_trace_", "chain_seconds_", "monitor_X_"):
-                setattr(est, name, tensors[name].numpy())
-            est.monitor_rows_ = tensors["monitor_rows_"].numpy()
-            est.y_mean_ = float(fitted["y_mean"])
-            est.y_scale_ = float(fitted["y_scale"])
-            est._predict_seed = int(fitted["predict_seed"])
-            est.n_features_in_ = int(fitted["n_features_in"])
-            io.set_feature_names(est, fitted.get("feature_names_in"))
-            DeepNoiseParams.from_flat({k: v[0, 0] for k, v in est.samples_.items()})
-            est.diagnostics_ = est._diagnostics(warn=False)
+    def _from_state(cls, tensors, settings, *, device=None, where="", **kwargs) -> "DeepNoiseRegressor":
+        """Inverse of `_state`. Files of older versions hold the input scaling as ``x_mean_`` /
+        ``x_scale_`` and y_mean / y_scale in ``fitted``."""
+        fitted = settings["fitted"]
+        est = cls(**io.params_from_json(settings["params"], device=device))
+        s = est._settings()
+        dev = torch.device(s["device"])
+        est.samples_ = {k[len("samples."):]: v.to(dev) for k, v in tensors.items() if k.startswith("samples.")}
+        for name in cls._FITTED_ARRAYS:
+            setattr(est, name, tensors[name].numpy())
+        est.monitor_rows_ = tensors["monitor_rows_"].numpy()
+        est._predict_seed = int(fitted["predict_seed"])
+        p = est._restore_common(fitted)
+        old_scaling = {k.rstrip("_"): tensors[k] for k in ("x_mean_", "x_scale_") if k in tensors}
+        est._restore_scaling({**old_scaling, **tensors}, fitted, p)
+        DeepNoiseParams.from_flat({k: v[0, 0] for k, v in est.samples_.items()})
+        est.diagnostics_ = est._diagnostics(warn=False)
         return est
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False
-        tags.target_tags.single_output = True
-        tags.target_tags.multi_output = False
-        return tags
 
 
 def _run_parallel(jobs, workers: int, report) -> list:

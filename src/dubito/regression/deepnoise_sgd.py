@@ -16,8 +16,10 @@ Initialisation [R]: W_l ~ N(0, 1/K_{l-1}) and γ_l = 0 as in ``random_init`` (sp
 σ_l = exp(N(0, 1)) per unit as in [C] (spec §2.3 step 1), τ_l likewise for the hidden layers,
 τ_L = 1 (the standardised target's sd). Training runs in float32 (as the other MLP baselines),
 prediction and `params_` in float64. Inputs and target are standardised with the training mean
-and (population) sd; a constant input column gets sd := 1 ([C] standardize). No early stopping:
-[C]'s stopping rule is inert for regression and it trains to the last epoch (spec §2.3).
+and (population) sd; a constant input column gets sd := 1 ([C] standardize). [C]'s stopping
+rule is inert for regression and it trains to the last epoch (spec §2.3); here a held-out share
+(``validation_fraction``) stops training early by the shared epoch loop
+(`dubito.training_loop.run_epochs`), and ``validation_fraction=0`` gives [C]'s protocol.
 """
 
 from __future__ import annotations
@@ -26,29 +28,21 @@ import math
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, RegressorMixin
 
 from dubito import io
-from dubito._standardise import standardise_fit
+from dubito._estimator import DubitoRegressor, seeds_from
 from dubito._validation import (
     check_bool,
-    check_choice,
     check_fitted,
     check_float,
     check_int,
     check_widths,
-    validate_fit_data,
-    validate_predict_data,
 )
 from dubito.early_stopping import (
     DEFAULT_VALIDATION_FRACTION,
-    STOPPED_BY,
-    EarlyStopping,
-    best_copy,
     check_patience,
     check_training_target,
     check_validation_fraction,
-    copy_best_members,
     holdout_split,
 )
 from dubito.predictive.mixture import GaussianMixture
@@ -57,7 +51,8 @@ from dubito.regression.deepnoise_model import (
     DeepNoisePriors,
     piecewise_activation,
 )
-from dubito.regression.ensemble import _check_device, member_generators
+from dubito.search_space import Choice, Float
+from dubito.training_loop import module_snapshots, run_epochs
 
 __all__ = ["DeepNoiseNet", "DeepNoiseSGDRegressor", "train_epoch"]
 
@@ -170,27 +165,6 @@ class DeepNoiseNet(torch.nn.Module):
         )
 
 
-def _progress_bar(progress: bool):
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    columns = (
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-    return Progress(*columns, console=Console(stderr=True), disable=not progress)
-
-
 def train_epoch(net: DeepNoiseNet, opt, X: torch.Tensor, y: torch.Tensor, batch: int, n_draws: int,
                 generator: torch.Generator) -> float:
     """One epoch of Adam steps on the MC mixture NLL (`DeepNoiseNet.mixture_nll`, ``n_draws``
@@ -209,7 +183,7 @@ def train_epoch(net: DeepNoiseNet, opt, X: torch.Tensor, y: torch.Tensor, batch:
     return total / n
 
 
-class DeepNoiseSGDRegressor(RegressorMixin, BaseEstimator):
+class DeepNoiseSGDRegressor(DubitoRegressor):
     r"""Frequentist DeepNoise trained by the Monte-Carlo mixture NLL and Adam (spec §2.3 step 1).
 
     ``predict_distribution`` returns an equal-weight `GaussianMixture` whose components are
@@ -261,6 +235,18 @@ class DeepNoiseSGDRegressor(RegressorMixin, BaseEstimator):
     the epoch (from 1) whose weights are kept; stopped_by_ : "patience" or "cap".
     """
 
+    #: What `dubito.tune` searches (held-out NLL):
+    #: * ``lr``: Adam's rate a decade either side of [C]'s 1e-3;
+    #: * ``hidden``: [P]'s 4 x 50 or shallower nets of the same width, which train faster and
+    #:   overfit less on the small UCI sets;
+    #: * ``batch_size``: [C]'s 1000 (one Adam step per epoch on sets under 1,000 rows: it is
+    #:   capped at the rows) or smaller batches, more steps per epoch on small sets.
+    search_space = {
+        "lr": Float(1e-4, 1e-2, log=True),
+        "hidden": Choice([(50,), (50, 50), (50, 50, 50, 50)]),
+        "batch_size": Choice([64, 256, 1000]),
+    }
+
     def __init__(
         self,
         hidden=(50, 50, 50, 50),
@@ -296,7 +282,7 @@ class DeepNoiseSGDRegressor(RegressorMixin, BaseEstimator):
             lr=check_float(self.lr, "lr", strictly_positive=True),
             batch_size=check_int(self.batch_size, "batch_size", min_value=1),
             epochs=check_int(self.epochs, "epochs", min_value=1),
-            device=_check_device(self.device),
+            device=self._device(),
             validation_fraction=check_validation_fraction(self.validation_fraction),
             patience=check_patience(self.patience),
         )
@@ -305,21 +291,19 @@ class DeepNoiseSGDRegressor(RegressorMixin, BaseEstimator):
     def fit(self, X, y):
         """Train on (X, y): X (n, p), y (n,) finite, y not constant. Returns self."""
         s = self._settings()
-        X, y = validate_fit_data(self, X, y, min_samples=MIN_SAMPLES)
+        X, y = self._validate_fit(X, y, min_samples=MIN_SAMPLES)
         # independent streams: initialisation (CPU), training (order, noise), prediction, held-out rows
-        gen_init, gen_train, gen_pred, gen_holdout = member_generators(self.random_state, 4)
+        seed_init, seed_train, seed_pred, seed_holdout = seeds_from(self.random_state, 4)
         fraction = s["validation_fraction"]
         # no batch check: batch_size is capped at the training rows (its default, [C]'s 1000, exceeds most sets)
-        train_rows, val_rows = holdout_split(X.shape[0], fraction, int(gen_holdout.initial_seed()))
+        train_rows, val_rows = holdout_split(X.shape[0], fraction, seed_holdout)
         check_training_target(y[train_rows], fraction, MIN_SAMPLES)
-        Xf, yf = X[train_rows], y[train_rows]
-        self.n_train_ = int(train_rows.size)
-        p = X.shape[1]
-        self.x_mean_, self.x_scale_, self.y_mean_, self.y_scale_ = standardise_fit(Xf, yf)
-        self._predict_seed = int(gen_pred.initial_seed())
+        Xs, ys = self._fit_scaling(X[train_rows], y[train_rows])
+        self._predict_seed = seed_pred
         device = s["device"]
-        gen = torch.Generator(device=device).manual_seed(int(gen_train.initial_seed()))
-        net = DeepNoiseNet((p, *s["hidden"], 1), s["activation"], gen_init, dtype=torch.float32, device=device)
+        gen = torch.Generator(device=device).manual_seed(seed_train)
+        net = DeepNoiseNet((X.shape[1], *s["hidden"], 1), s["activation"], torch.Generator().manual_seed(seed_init),
+                           dtype=torch.float32, device=device)
 
         def tensor(a):
             return torch.as_tensor(a, dtype=torch.float32).to(device)
@@ -328,44 +312,33 @@ class DeepNoiseSGDRegressor(RegressorMixin, BaseEstimator):
         if val_rows.size:
             validation = (tensor((X[val_rows] - self.x_mean_) / self.x_scale_),
                           tensor((y[val_rows] - self.y_mean_) / self.y_scale_))
-        self.loss_curve_ = self._train(net, tensor((Xf - self.x_mean_) / self.x_scale_),
-                                       tensor((yf - self.y_mean_) / self.y_scale_), s, gen, validation,
-                                       int(gen_holdout.initial_seed()))
+        self.loss_curve_ = self._train(net, tensor(Xs), tensor(ys), s, gen, validation, seed_holdout)
         self.net_ = net.double()
         return self
 
     def _train(self, net, X, y, s, gen, validation=None, val_seed: int = 0) -> np.ndarray:
-        """Epochs of `train_epoch`; with ``validation`` (X_val, y_val), early stopping on the held-out
-        mixture NLL (fixed noise: its generator re-seeded by ``val_seed`` every epoch), the best
-        epoch's weights restored. Sets validation_curve_, best_epoch_, stopped_by_."""
-        n = X.shape[0]
-        batch = min(s["batch_size"], n)
+        """Epochs of `train_epoch` in `run_epochs`; with ``validation`` (X_val, y_val), early stopping
+        on the held-out mixture NLL (fixed noise: its generator re-seeded by ``val_seed`` every
+        epoch), the best epoch's weights restored. Sets validation_curve_, best_epoch_, stopped_by_;
+        returns the loss curve."""
+        batch = min(s["batch_size"], X.shape[0])
         opt = torch.optim.Adam(net.parameters(), lr=s["lr"])
-        curve = np.zeros(s["epochs"])
-        stopper = None if validation is None else EarlyStopping(s["patience"])
-        best = None if validation is None else best_copy(net)
-        with _progress_bar(bool(self.progress)) as bar:
-            task = bar.add_task("DeepNoise-SGD", total=s["epochs"])
-            for epoch in range(s["epochs"]):
-                curve[epoch] = train_epoch(net, opt, X, y, batch, s["n_noise_samples"], gen)
-                text = f"DeepNoise-SGD nll {curve[epoch]:.3f}"
-                if stopper is not None:
-                    with torch.no_grad():
-                        g = torch.Generator(device=X.device).manual_seed(val_seed)
-                        held_out = float(net.mixture_nll(*validation, s["n_noise_samples"], g))
-                    copy_best_members(best, net, stopper.update([held_out]))
-                    text += f" held-out {held_out:.3f}"
-                bar.update(task, advance=1, description=text)
-                if stopper is not None and stopper.done:
-                    break
-        if stopper is None:
-            self.validation_curve_, self.best_epoch_, self.stopped_by_ = np.zeros(0), int(s["epochs"]), "cap"
-            return curve
-        net.load_state_dict(best.state_dict())
-        self.validation_curve_ = np.asarray(stopper.curve, dtype=np.float64).reshape(-1)
-        self.best_epoch_ = int(stopper.best_epoch[0])
-        self.stopped_by_ = "patience" if stopper.done else "cap"
-        return curve[: len(stopper.curve)]
+        validate = keep_best = restore_best = None
+        if validation is not None:
+            keep_best, restore_best = module_snapshots(net)
+
+            @torch.no_grad()
+            def validate():
+                g = torch.Generator(device=X.device).manual_seed(val_seed)
+                return [float(net.mixture_nll(*validation, s["n_noise_samples"], g))]
+
+        record = run_epochs(lambda epoch: train_epoch(net, opt, X, y, batch, s["n_noise_samples"], gen),
+                            epochs=s["epochs"], description="DeepNoise-SGD", progress=bool(self.progress),
+                            validate=validate, patience=s["patience"], keep_best=keep_best, restore_best=restore_best)
+        self.validation_curve_ = record.validation_curve[:, 0]
+        self.best_epoch_ = int(record.best_epoch[0])
+        self.stopped_by_ = record.stopped_by
+        return record.loss_curve
 
     # ------------------------------------------------------------------ predict
     def params_(self) -> DeepNoiseParams:
@@ -377,10 +350,10 @@ class DeepNoiseSGDRegressor(RegressorMixin, BaseEstimator):
     @torch.no_grad()
     def predict_moments(self, X, n_samples=None):
         """Component means (N, S) and the common component variance in user units."""
-        X = validate_predict_data(self, X, fitted_attributes="net_")
+        Xs = self._standardise(X, fitted_attributes="net_")
         S = self.n_noise_samples if n_samples is None else check_int(n_samples, "n_samples", min_value=1)
         dev = self.net_.W[0].device
-        Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, dtype=torch.float64).to(dev)
+        Xs = torch.as_tensor(Xs, dtype=torch.float64).to(dev)
         width = max(self.net_.widths)
         step = max(1, _CHUNK_ELEMENTS // max(1, S * width))
         means, var = [], None
@@ -394,67 +367,38 @@ class DeepNoiseSGDRegressor(RegressorMixin, BaseEstimator):
     def predict_distribution(self, X, n_samples=None) -> GaussianMixture:
         """Equal-weight mixture over ``n_samples`` (default ``n_noise_samples``) noise draws,
         user units. Deterministic: the prediction noise stream is re-seeded at every call, and
-        the S draws are shared by all rows, so a row's predictive does not depend on the others."""
+        the S draws are shared by all rows, so a row's predictive does not depend on the others.
+        ``predict`` (the base's) is its mean."""
         mean, var = self.predict_moments(X, n_samples)
         M = mean.shape[1]
         return GaussianMixture(np.full(M, 1.0 / M), mean, np.full(mean.shape, var))
 
-    def predict(self, X) -> np.ndarray:
-        """Predictive mean (N,), user units (mean of the mixture components)."""
-        return self.predict_moments(X)[0].mean(axis=1)
-
     # ------------------------------------------------------------------ persistence
-    def save(self, path) -> None:
-        """Write the fitted model (safetensors + JSON settings, atomically; no pickle)."""
-        check_fitted(self, "net_")
-        params = io.json_params(self)
-        fitted = dict(
-            n_features_in=int(self.n_features_in_),
-            y_mean=self.y_mean_,
-            y_scale=self.y_scale_,
-            predict_seed=self._predict_seed,
-            feature_names_in=io.feature_names_json(self),
-            best_epoch=int(self.best_epoch_),
-            stopped_by=self.stopped_by_,
-            n_train=self.n_train_,
-        )
+    def _state(self) -> tuple[dict, dict]:
+        """Tensors ``net.*``, the scaling, ``loss_curve``, ``validation_curve``; settings
+        ``params`` and ``fitted`` (the common and training records, ``predict_seed``)."""
+        fitted = dict(self._common_fitted(), **self._training_fitted(), predict_seed=self._predict_seed)
         tensors = {f"net.{k}": v for k, v in self.net_.state_dict().items()}
-        tensors["x_mean"] = torch.as_tensor(self.x_mean_, dtype=torch.float64)
-        tensors["x_scale"] = torch.as_tensor(self.x_scale_, dtype=torch.float64)
+        tensors.update(self._scaling_tensors())
         tensors["loss_curve"] = torch.as_tensor(self.loss_curve_, dtype=torch.float64)
         tensors["validation_curve"] = torch.as_tensor(self.validation_curve_, dtype=torch.float64)
-        io.save_tensors(path, tensors, type(self).__name__, {"params": params, "fitted": fitted})
+        return tensors, {"params": io.json_params(self), "fitted": fitted}
 
     @classmethod
-    def load(cls, path, *, device=None) -> "DeepNoiseSGDRegressor":
-        """Read a model written by `save`; a corrupted or foreign file raises ValueError."""
-        tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
-        with io.rebuilding(path, cls.__name__):
-            fitted = settings["fitted"]
-            est = cls(**io.params_from_json(settings["params"], device=device))
-            s = est._settings()
-            p = int(fitted["n_features_in"])
-            net = DeepNoiseNet((p, *s["hidden"], 1), s["activation"], torch.Generator(), dtype=torch.float64)
-            net.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("net.")}, strict=True)
-            est.net_ = net.to(s["device"])
-            est.x_mean_ = tensors["x_mean"].numpy()
-            est.x_scale_ = tensors["x_scale"].numpy()
-            est.loss_curve_ = tensors["loss_curve"].numpy()
-            est.y_mean_ = float(fitted["y_mean"])
-            est.y_scale_ = float(fitted["y_scale"])
-            est._predict_seed = int(fitted["predict_seed"])
-            # files written before validated fitting: no held-out curve, trained to the cap
-            est.validation_curve_ = tensors.get("validation_curve", torch.zeros(0)).numpy()
-            est.best_epoch_ = int(fitted.get("best_epoch", len(est.loss_curve_)))
-            est.n_train_ = int(fitted.get("n_train", -1))  # -1: not recorded by files of older versions
-            est.stopped_by_ = check_choice(fitted.get("stopped_by", "cap"), "stopped_by", STOPPED_BY)
-            est.n_features_in_ = p
-            io.set_feature_names(est, fitted.get("feature_names_in"))
+    def _from_state(cls, tensors, settings, *, device=None, where="", **kwargs) -> "DeepNoiseSGDRegressor":
+        """Inverse of `_state`. Files of older versions: y_mean / y_scale in ``fitted``; before
+        validated fitting no held-out record (trained to the cap) and no ``n_train`` (then -1)."""
+        fitted = settings["fitted"]
+        est = cls(**io.params_from_json(settings["params"], device=device))
+        s = est._settings()
+        p = est._restore_common(fitted)
+        net = DeepNoiseNet((p, *s["hidden"], 1), s["activation"], torch.Generator(), dtype=torch.float64)
+        net.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("net.")}, strict=True)
+        est.net_ = net.to(s["device"])
+        est._restore_scaling(tensors, fitted, p)
+        est.loss_curve_ = tensors["loss_curve"].double().numpy()
+        est._predict_seed = int(fitted["predict_seed"])
+        est._restore_training(fitted, tensors, len(est.loss_curve_))
+        if not hasattr(est, "n_train_"):
+            est.n_train_ = -1  # not recorded by files of older versions
         return est
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False
-        tags.target_tags.single_output = True
-        tags.target_tags.multi_output = False
-        return tags

@@ -43,26 +43,19 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, RegressorMixin
 
 from dubito import io
-from dubito._estimator import check_device as _check_device
-from dubito._estimator import seed_base
-from dubito._standardise import standardise_fit
+from dubito._estimator import DubitoRegressor, seed_base, seeds_from
 from dubito._validation import (
     check_bool,
     check_choice,
-    check_fitted,
     check_float,
     check_int,
     check_widths,
-    validate_fit_data,
-    validate_predict_data,
 )
 from dubito.early_stopping import (
     DEFAULT_PATIENCE,
     DEFAULT_VALIDATION_FRACTION,
-    STOPPED_BY,
     EarlyStopping,
     best_copy,
     check_patience,
@@ -86,6 +79,7 @@ from dubito.training_checkpoint import (
     load_training,
     save_training,
 )
+from dubito.training_loop import run_epochs
 
 __all__ = [
     "LR_DROPS",
@@ -147,12 +141,7 @@ def member_generators(random_state, n_members: int) -> list[torch.Generator]:
     convention). Because member l's stream does not depend on ``n_members``, the first k
     members of an L-member fit are the members of a k-member fit with the same int seed.
     """
-    base = seed_base(random_state)
-    children = np.random.SeedSequence(base).spawn(n_members)
-    return [
-        torch.Generator().manual_seed(int(c.generate_state(1, np.uint64)[0] >> np.uint64(1)))
-        for c in children
-    ]
+    return [torch.Generator().manual_seed(seed) for seed in seeds_from(random_state, n_members)]
 
 
 class MemberCheckpoint(NamedTuple):
@@ -206,75 +195,62 @@ def train_members(
     if (validation is None) != (stopper is None):
         raise ValueError("train_members needs both validation rows and a stopper, or neither")
     opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
-    curve = np.zeros((epochs, L))
+    curve: list[np.ndarray] = []  # epoch-mean NLL per member, (L,) per epoch
     modules = {"net": net}
+    validate = keep_best = restore_best = None
     if stopper is not None:
-        modules["best"] = best = best_copy(net)
+        modules["best"] = best = best_copy(net)  # in the checkpoint: a resumed run keeps the best weights
+
+        def keep_best(improved):
+            copy_best_members(best, net, improved)
+
+        def restore_best():
+            net.load_state_dict(best.state_dict())
+
+        @torch.no_grad()
+        def validate():
+            mean, var, _ = net(validation[0])
+            return gaussian_nll(mean, var, validation[1]).double().cpu().numpy()
+
     parts = dict(modules=modules, optimizer=opt, generators={f"member{l}": g for l, g in enumerate(generators)})
     start = 0
     if checkpoint is not None and checkpoint.resume and checkpoint.path.is_file():
         start, record = load_training(checkpoint.path, _CHECKPOINT_KIND, checkpoint.settings, **parts)
-        curve[:start] = np.asarray(record["curve"], dtype=np.float64).reshape(start, L)
+        curve = list(np.asarray(record["curve"], dtype=np.float64).reshape(start, L))
         if stopper is not None:
             stopper.restore(record["stopper"])
-    done = stopper is not None and stopper.done
-    net.train()
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
 
-    columns = (
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=Console(stderr=True), disable=not progress) as bar:
-        task = bar.add_task(f"{description} (L={L})", total=epochs, completed=start)
-        for epoch in range(start, epochs):
-            if done:
-                break
-            for group in opt.param_groups:
-                group["lr"] = lr * lr_factor(epoch, epochs, lr_drop)
-            perms = member_permutations(n, generators, device=X.device)
-            total = torch.zeros(L, dtype=torch.float64, device=X.device)
-            for start in range(0, n, batch_size):
-                idx = perms[:, start : start + batch_size]  # (L, b): member l's rows
-                mean, var, _ = net(X[idx])
-                per_member = gaussian_nll(mean, var, y[idx])  # (L,)
-                opt.zero_grad(set_to_none=True)
-                per_member.sum().backward()
-                opt.step()
-                total += per_member.detach().double() * idx.shape[1]
-            curve[epoch] = (total / n).cpu().numpy()
-            text = f"{description} (L={L}) nll {curve[epoch].mean():.3f}"
+    def train_epoch(epoch: int) -> float:
+        for group in opt.param_groups:
+            group["lr"] = lr * lr_factor(epoch, epochs, lr_drop)
+        perms = member_permutations(n, generators, device=X.device)
+        total = torch.zeros(L, dtype=torch.float64, device=X.device)
+        for first in range(0, n, batch_size):
+            idx = perms[:, first : first + batch_size]  # (L, b): member l's rows
+            mean, var, _ = net(X[idx])
+            per_member = gaussian_nll(mean, var, y[idx])  # (L,)
+            opt.zero_grad(set_to_none=True)
+            per_member.sum().backward()
+            opt.step()
+            total += per_member.detach().double() * idx.shape[1]
+        curve.append((total / n).cpu().numpy())
+        return float(curve[-1].mean())
+
+    def after_epoch(epoch: int, stopper: EarlyStopping | None, _) -> None:
+        done = stopper is not None and stopper.done
+        if checkpoint is not None and ((epoch + 1) % checkpoint.every == 0 or epoch + 1 == epochs or done):
+            record = {"curve": np.asarray(curve).tolist()}
             if stopper is not None:
-                with torch.no_grad():
-                    mean, var, _ = net(validation[0])
-                    held_out = gaussian_nll(mean, var, validation[1]).double().cpu().numpy()
-                copy_best_members(best, net, stopper.update(held_out))
-                done = stopper.done
-                text += f" held-out {held_out.mean():.3f}"
-            if done:  # stopped by the rule: the bar ends full, at the epochs run
-                text += f" stopped, best {stopper.best_epoch.min()}-{stopper.best_epoch.max()}"
-            bar.update(task, advance=1, description=text, total=epoch + 1 if done else epochs)
-            if checkpoint is not None and ((epoch + 1) % checkpoint.every == 0 or epoch + 1 == epochs or done):
-                record = {"curve": curve[: epoch + 1].tolist()}
-                if stopper is not None:
-                    record["stopper"] = stopper.state()
-                save_training(checkpoint.path, _CHECKPOINT_KIND, checkpoint.settings, epoch=epoch + 1,
-                              record=record, **parts)
-    if stopper is not None:
-        net.load_state_dict(best.state_dict())
+                record["stopper"] = stopper.state()
+            save_training(checkpoint.path, _CHECKPOINT_KIND, checkpoint.settings, epoch=epoch + 1,
+                          record=record, **parts)
+
+    net.train()
+    run_epochs(train_epoch, epochs=epochs, description=f"{description} (L={L})", progress=progress,
+               validate=validate, n_units=L, keep_best=keep_best, restore_best=restore_best, stopper=stopper,
+               start_epoch=start, loss_curve=[c.mean() for c in curve], after_epoch=after_epoch)
     net.eval()
-    return curve[: len(stopper.curve) if stopper is not None else epochs]
+    return np.asarray(curve, dtype=np.float64).reshape(-1, L)
 
 
 class MemberComponents(NamedTuple):
@@ -291,11 +267,11 @@ class MemberComponents(NamedTuple):
     gammas: np.ndarray
 
 
-class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
+class DeepEnsembleRegressor(DubitoRegressor):
     r"""Deep ensemble of heteroscedastic MLPs with the Bayesian correction of Hoffmann & Elster.
 
     See the module docstring for the method. ``fit`` trains the members together and computes
-    ``gammas_`` (eq. 36); ``predict`` is the ensemble mean; ``predict_distribution`` returns
+    ``gammas_`` (eq. 36); ``predict`` (the base's) is the ensemble mean; ``predict_distribution`` returns
     a `GaussianMixture` with equal weights 1/L, component means eta_l(x), component variances
     sigma_l^2(x) + gamma_l ||h_l(x)||^2 (``correction="bayes"``) or sigma_l^2(x) (``"none"``)
     and noise variances sigma_l^2(x), so its ``epistemic_var`` / ``aleatoric_var`` are the
@@ -448,7 +424,7 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
             epochs=check_int(self.epochs, "epochs", min_value=1),
             lr_drop=check_choice(self.lr_drop, "lr_drop", LR_DROPS),
             correction=check_choice(self.correction, "correction", ("bayes", "none")),
-            device=_check_device(self.device),
+            device=self._device(),
             checkpoint_every=check_int(self.checkpoint_every, "checkpoint_every", min_value=1),
             validation_fraction=check_validation_fraction(self.validation_fraction),
             patience=check_patience(self.patience),
@@ -466,7 +442,7 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
         """
         s = self._settings()
         check_resume(self, resume)
-        X, y = validate_fit_data(self, X, y, min_samples=MIN_SAMPLES)
+        X, y = self._validate_fit(X, y, min_samples=MIN_SAMPLES)
         L = s["n_members"]
         device = s["device"]
         seed = seed_base(self.random_state)
@@ -477,9 +453,7 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
         n, p = X_fit.shape
         check_training_target(y_fit, fraction, MIN_SAMPLES)
 
-        x_mean, x_scale, y_mean, y_scale = standardise_fit(X_fit, y_fit)
-        Xs = (X_fit - x_mean) / x_scale
-        ys = (y_fit - y_mean) / y_scale
+        Xs, ys = self._fit_scaling(X_fit, y_fit)
 
         lam_tab = 1.0 / n if self.weight_decay is None else float(self.weight_decay)
         if s["lambda_convention"] == "per_sample":
@@ -494,8 +468,8 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
         y32 = torch.as_tensor(ys, dtype=torch.float32).to(device)
         validation, stopper = None, None
         if val_rows.size:
-            validation = (torch.as_tensor((X[val_rows] - x_mean) / x_scale, dtype=torch.float32).to(device),
-                          torch.as_tensor((y[val_rows] - y_mean) / y_scale, dtype=torch.float32).to(device))
+            validation = (torch.as_tensor((X[val_rows] - self.x_mean_) / self.x_scale_, dtype=torch.float32).to(device),
+                          torch.as_tensor((y[val_rows] - self.y_mean_) / self.y_scale_, dtype=torch.float32).to(device))
             stopper = EarlyStopping(s["patience"], L)
         curve = train_members(
             net, X32, y32, generators=gens, lr=s["lr"], weight_decay=opt_decay,
@@ -514,13 +488,8 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
             self.stopped_by_ = "patience" if stopper.done else "cap"
 
         self.net_ = net.double()
-        self.x_mean_ = x_mean
-        self.x_scale_ = x_scale
-        self.y_mean_ = y_mean
-        self.y_scale_ = y_scale
         self.weight_decay_ = lam_tab
         self.lambda_prior_ = float(lam_prior)
-        self.n_train_ = int(n)
         self.loss_curve_ = curve
         self.gammas_ = self._compute_gammas(Xs)
         return self
@@ -570,9 +539,8 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
 
         ``n_members=k`` uses the first k members (nested ensembles, spec P16).
         """
-        X = validate_predict_data(self, X)
+        Xs = self._standardise(X)
         k = self._n_members_arg(n_members)
-        Xs = (X - self.x_mean_) / self.x_scale_
         members = slice(0, k)
         gam = torch.as_tensor(self.gammas_[:k], dtype=torch.float64).to(_param_device(self.net_))
         means, noise, terms = [], [], []
@@ -589,10 +557,6 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
             gamma_terms=torch.cat(terms).numpy() * s2,
             gammas=self.gammas_[:k].copy(),
         )
-
-    def predict(self, X) -> np.ndarray:
-        """Predictive mean (1/L) sum_l eta_l(x) (eq. 6), in the user's units, shape (N,)."""
-        return self.predict_components(X).means.mean(axis=1)
 
     def predict_distribution(self, X, *, n_members=None, correction=None) -> GaussianMixture:
         """Posterior predictive pi(y | x, D) as an equal-weight Gaussian mixture (user units).
@@ -623,10 +587,10 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
         correction = self.correction if correction is None else correction
         check_choice(correction, "correction", ("bayes", "none"))
         n_samples = check_int(n_samples, "n_samples", min_value=1)
-        X = validate_predict_data(self, X)
+        Xs = self._standardise(X)
         k = self._n_members_arg(n_members)
         rng = np.random.default_rng(random_state)
-        Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, dtype=torch.float64).to(_param_device(self.net_))
+        Xs = torch.as_tensor(Xs, dtype=torch.float64).to(_param_device(self.net_))
         mean, var, h = self.net_(Xs, slice(0, k))
         if self.random_bias:
             h = augment_bias(h)
@@ -646,82 +610,43 @@ class DeepEnsembleRegressor(RegressorMixin, BaseEstimator):
         return out * self.y_scale_ + self.y_mean_
 
     # ------------------------------------------------------------------ persistence
-    def save(self, path) -> None:
-        """Write the fitted model to ``path`` (safetensors tensors + JSON settings; no pickle)."""
-        check_fitted(self)
-        params = io.json_params(self)
-        fitted = dict(
-            n_features_in=int(self.n_features_in_),
-            lambda_prior=self.lambda_prior_,
-            weight_decay=self.weight_decay_,
-            n_train=self.n_train_,
-            y_mean=self.y_mean_,
-            y_scale=self.y_scale_,
-            feature_names_in=io.feature_names_json(self),
-            best_epoch=[int(e) for e in self.best_epoch_],
-            stopped_by=self.stopped_by_,
-        )
+    def _state(self) -> tuple[dict, dict]:
+        """Tensors ``net.*``, ``gammas``, the scaling, ``loss_curve``, ``validation_curve``;
+        settings ``params`` and ``fitted`` (the common and training records, lambda_prior,
+        weight_decay)."""
+        fitted = dict(self._common_fitted(), **self._training_fitted(), lambda_prior=self.lambda_prior_,
+                      weight_decay=self.weight_decay_)
         tensors = {f"net.{k}": v for k, v in self.net_.state_dict().items()}
         tensors["gammas"] = torch.as_tensor(self.gammas_, dtype=torch.float64)
-        tensors["x_mean"] = torch.as_tensor(self.x_mean_, dtype=torch.float64)
-        tensors["x_scale"] = torch.as_tensor(self.x_scale_, dtype=torch.float64)
+        tensors.update(self._scaling_tensors())
         tensors["loss_curve"] = torch.as_tensor(self.loss_curve_, dtype=torch.float64)
         tensors["validation_curve"] = torch.as_tensor(self.validation_curve_, dtype=torch.float64)
-        io.save_tensors(path, tensors, type(self).__name__, {"params": params, "fitted": fitted})
+        return tensors, {"params": io.json_params(self), "fitted": fitted}
 
     @classmethod
-    def load(cls, path, *, device=None) -> DeepEnsembleRegressor:
-        """Read a model written by `save`. ``device`` overrides the saved device setting.
-
-        A corrupted, truncated or foreign file raises ``ValueError``.
-        """
-        tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
-        with io.rebuilding(path, cls.__name__):
-            fitted = settings["fitted"]
-            est = cls(**io.params_from_json(settings["params"], device=device))
-            s = est._settings()
-            p = int(fitted["n_features_in"])
-            gens = [torch.Generator() for _ in range(s["n_members"])]  # values overwritten below
-            net = BatchedGaussianMLP(s["n_members"], p, s["hidden"], s["activation"],
-                                     generators=gens, dtype=torch.float64)
-            state = {k[len("net."):]: v for k, v in tensors.items() if k.startswith("net.")}
-            net.load_state_dict(state, strict=True)
-            est.net_ = net.double().to(s["device"])
-            est.gammas_ = tensors["gammas"].double().numpy()
-            est.x_mean_ = tensors["x_mean"].double().numpy()
-            est.x_scale_ = tensors["x_scale"].double().numpy()
-            est.loss_curve_ = tensors["loss_curve"].double().numpy()
-            est.y_mean_ = float(fitted["y_mean"])
-            est.y_scale_ = float(fitted["y_scale"])
-            est.lambda_prior_ = float(fitted["lambda_prior"])
-            est.weight_decay_ = float(fitted["weight_decay"])
-            est.n_train_ = int(fitted["n_train"])
-            # files written before validated fitting: no held-out curve, every member ran to the cap
-            L = s["n_members"]
-            est.validation_curve_ = tensors.get("validation_curve", torch.zeros(0, L)).double().numpy()
-            est.best_epoch_ = np.asarray(fitted.get("best_epoch", [len(est.loss_curve_)] * L), dtype=np.int64)
-            est.stopped_by_ = check_choice(fitted.get("stopped_by", "cap"), "stopped_by", STOPPED_BY)
-            est.n_features_in_ = p
-            io.set_feature_names(est, fitted.get("feature_names_in"))
-            shapes_ok = (
-                est.gammas_.shape == (s["n_members"],)
-                and est.x_mean_.shape == (p,)
-                and est.x_scale_.shape == (p,)
-                and est.best_epoch_.shape == (L,)
-                and est.validation_curve_.ndim == 2 and est.validation_curve_.shape[1] == L
-            )
-        if not shapes_ok:
-            raise ValueError(f"{path} is a {cls.__name__} file with inconsistent tensor shapes (corrupted?)")
+    def _from_state(cls, tensors, settings, *, device=None, where="", **kwargs) -> DeepEnsembleRegressor:
+        """Inverse of `_state`. Files of older versions: y_mean / y_scale in ``fitted``; before
+        validated fitting no held-out record (every member ran to the cap). Shapes that do not fit
+        together raise RuntimeError (one ValueError from `load`)."""
+        fitted = settings["fitted"]
+        est = cls(**io.params_from_json(settings["params"], device=device))
+        s = est._settings()
+        L = s["n_members"]
+        p = est._restore_common(fitted)
+        gens = [torch.Generator() for _ in range(L)]  # values overwritten below
+        net = BatchedGaussianMLP(L, p, s["hidden"], s["activation"], generators=gens, dtype=torch.float64)
+        net.load_state_dict({k[len("net."):]: v for k, v in tensors.items() if k.startswith("net.")}, strict=True)
+        est.net_ = net.double().to(s["device"])
+        est.gammas_ = tensors["gammas"].double().numpy()
+        est._restore_scaling(tensors, fitted, p)
+        est.loss_curve_ = tensors["loss_curve"].double().numpy()
+        est.lambda_prior_ = float(fitted["lambda_prior"])
+        est.weight_decay_ = float(fitted["weight_decay"])
+        est._restore_training(fitted, tensors, len(est.loss_curve_), n_units=L)
+        if not (est.gammas_.shape == (L,) and est.best_epoch_.shape == (L,)
+                and est.validation_curve_.ndim == 2 and est.validation_curve_.shape[1] == L):
+            raise RuntimeError("inconsistent tensor shapes")
         return est
-
-    # ------------------------------------------------------------------ sklearn
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False  # NaN/inf are refused at fit and predict
-        tags.input_tags.sparse = False
-        tags.target_tags.single_output = True
-        tags.target_tags.multi_output = False  # scalar response (GaussianMixture is per-input scalar)
-        return tags
 
 
 def _param_device(net: torch.nn.Module) -> torch.device:
