@@ -55,3 +55,16 @@ def test_resume_continues_the_curve_and_calls_after_epoch(start):
                         loss_curve=[float(e) for e in range(start)], after_epoch=lambda e, s, c: seen.append(e))
     assert seen == list(range(start, 4))
     np.testing.assert_array_equal(record.loss_curve, [0, 1, 2, 3])
+
+
+def test_a_stop_reason_ends_training_with_that_reason_and_restores_the_best():
+    """A schedule's own end (e.g. HyVI's "min_lr") stops the loop at that epoch, with or without
+    held-out rows; with them the best state is still restored."""
+    restored = []
+    record = run_epochs(lambda e: 0.0, epochs=10, description="t", progress=False, patience=5,
+                        validate=_feed([3.0, 1.0, 2.0, 2.5]), restore_best=lambda: restored.append(True),
+                        stop_reason=lambda e: "min_lr" if e == 3 else None)
+    assert (record.stopped_by, record.loss_curve.size, record.best_epoch.tolist(), restored) == ("min_lr", 4, [2], [True])
+    record = run_epochs(lambda e: 0.0, epochs=10, description="t", progress=False,
+                        stop_reason=lambda e: "min_lr" if e == 6 else None)
+    assert (record.stopped_by, record.loss_curve.size) == ("min_lr", 7)

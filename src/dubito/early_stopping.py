@@ -48,8 +48,9 @@ DEFAULT_VALIDATION_FRACTION = 0.1
 DEFAULT_PATIENCE = 20
 
 #: Why training ended: "patience" (every unit went ``patience`` epochs without improving its
-#: held-out NLL) or "cap" (the epoch cap came first, or there was no held-out share).
-STOPPED_BY = ("patience", "cap")
+#: held-out NLL), "cap" (the epoch cap came first, or there was no held-out share) or "min_lr"
+#: (a learning-rate schedule reached its floor first: HyVI's plateau schedule).
+STOPPED_BY = ("patience", "cap", "min_lr")
 
 #: Key mixed into the seed of the held-out draw, so it is a stream of its own.
 _HOLDOUT_STREAM = 0x76616C  # "val"

@@ -68,6 +68,7 @@ def run_epochs(
     start_epoch: int = 0,
     loss_curve: Sequence[float] = (),
     after_epoch: Callable[[int, EarlyStopping | None, np.ndarray], None] | None = None,
+    stop_reason: Callable[[int], str | None] | None = None,
 ) -> TrainingRecord:
     """Train for at most ``epochs`` epochs, stopping early on the held-out losses of ``validate``.
 
@@ -76,11 +77,13 @@ def run_epochs(
     runs). ``keep_best(improved)`` is called after each validation with the mask of the units that
     improved; ``restore_best()`` once at the end. A resumed run passes its ``stopper``,
     ``start_epoch`` and the ``loss_curve`` so far; ``after_epoch(epoch, stopper, curve)`` runs after
-    every epoch (e.g. to write a training checkpoint).
+    every epoch (e.g. to write a training checkpoint). ``stop_reason(epoch)``, when it returns a
+    string (e.g. "min_lr": a schedule reached its floor), ends training there with that reason.
     """
     if validate is not None and stopper is None:
         stopper = EarlyStopping(patience, n_units)
     curve = list(map(float, loss_curve))
+    reason = None
     with progress_bar(progress) as bar:
         task = bar.add_task(description, total=epochs, completed=start_epoch)
         for epoch in range(start_epoch, epochs):
@@ -98,12 +101,16 @@ def run_epochs(
                     text += f" stopped, best epoch {int(stopper.best_epoch.max())}"
             if after_epoch is not None:
                 after_epoch(epoch, stopper, np.asarray(curve))
-            stopped = stopper is not None and stopper.done
+            if stop_reason is not None and not (stopper is not None and stopper.done):
+                reason = stop_reason(epoch)
+            stopped = (stopper is not None and stopper.done) or reason is not None
             bar.update(task, advance=1, description=text, total=epoch + 1 if stopped else epochs)
+            if reason is not None:
+                break
     if stopper is None:
         return TrainingRecord(np.asarray(curve), np.zeros((0, n_units)), np.full(n_units, len(curve), dtype=np.int64),
-                              "cap")
+                              reason or "cap")
     if restore_best is not None:
         restore_best()
     return TrainingRecord(np.asarray(curve), np.asarray(stopper.curve, dtype=np.float64).reshape(-1, n_units),
-                          stopper.best_epoch.copy(), "patience" if stopper.done else "cap")
+                          stopper.best_epoch.copy(), "patience" if stopper.done else reason or "cap")

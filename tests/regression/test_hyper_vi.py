@@ -12,7 +12,10 @@ import torch
 from scipy import stats
 from scipy.special import logsumexp
 
+from dubito import io
+from dubito._estimator import DubitoRegressor, seeds_from
 from dubito.data.ood_box import UniformBox
+from dubito.early_stopping import holdout_split
 from dubito.nn.flat_mlp import FlatMLP
 from dubito.predictive.samples import Samples
 from dubito.regression.hyper_vi import HyperVIRegressor, _Objective, _run_epoch
@@ -21,6 +24,7 @@ from dubito.regression.variational_family import (
     MeanField,
     normal_log_prob,
 )
+from dubito.tune import tune
 
 TINY = {"n_ll_samples": 5, "n_kl_samples": 20, "n_ood_points": 10, "max_epochs": 2, "n_predictors": 50, "hidden": 8,
             "progress": False}
@@ -195,7 +199,7 @@ def test_predictor_entropy_shifts_by_T_ln_a_when_outputs_scale_by_a():
 # ---------------------------------------------------------------- schedule, monitor, determinism
 def test_stops_after_first_epoch_at_min_lr():
     X, y = _data(n=30)
-    est = HyperVIRegressor(space="parameter", noise_std=1.0, random_state=0, lr=4e-4, lr_factor=0.5, patience=0,
+    est = HyperVIRegressor(space="parameter", noise_std=1.0, random_state=0, lr=4e-4, lr_factor=0.5, lr_patience=0,
                            min_lr=1e-4, **{**TINY, "max_epochs": 50}).fit(X, y)
     assert est.n_epochs_ == len(est.loss_curve_) == len(est.lr_curve_) == len(est.min_knn_distance_) < 50
     assert est.lr_curve_[-1] == pytest.approx(1e-4) and (est.lr_curve_[:-1] > 1e-4 * (1 + 1e-9)).all()
@@ -209,7 +213,7 @@ def test_diagnostics_say_whether_the_schedule_or_the_cap_ended_the_run(tmp_path)
     from dubito.inference.convergence import SCHEMA_KEYS
 
     X, y = _data(n=30)
-    ruled = HyperVIRegressor(space="parameter", noise_std=1.0, random_state=0, lr=4e-4, lr_factor=0.5, patience=0,
+    ruled = HyperVIRegressor(space="parameter", noise_std=1.0, random_state=0, lr=4e-4, lr_factor=0.5, lr_patience=0,
                              min_lr=1e-4, **{**TINY, "max_epochs": 50}).fit(X, y)
     capped = HyperVIRegressor(space="parameter", noise_std=1.0, random_state=0, **TINY).fit(X, y)
     for est in (ruled, capped):
@@ -218,6 +222,7 @@ def test_diagnostics_say_whether_the_schedule_or_the_cap_ended_the_run(tmp_path)
         assert all(math.isnan(d[k]) for k in ("rhat_mean", "ess_mean", "rhat_loglik", "ess_loglik", "acceptance"))
         assert d["divergences"] is None and isinstance(d["converged"], bool) and d["n_epochs"] == est.n_epochs_
     assert ruled.n_epochs_ < 50 and ruled.diagnostics_["stopped_by_cap"] is False and ruled.diagnostics_["converged"]
+    assert ruled.stopped_by_ == "min_lr" and capped.stopped_by_ == "cap"
     assert capped.n_epochs_ == 2 and capped.diagnostics_["stopped_by_cap"] is True
     assert capped.diagnostics_["converged"] is False
     capped.save(tmp_path / "m.safetensors")
@@ -230,8 +235,8 @@ def test_diagnostics_say_whether_the_schedule_or_the_cap_ended_the_run(tmp_path)
 def test_max_epochs_and_loss_decreases_on_wave():
     X, y = _wave()
     est = HyperVIRegressor(space="parameter", noise_std=0.1, activation="tanh", standardize=False, random_state=0,
-                           **{**TINY, "hidden": 50, "max_epochs": 30, "n_ll_samples": 10}).fit(X, y)
-    assert est.n_epochs_ == 30
+                           validation_fraction=0.0, **{**TINY, "hidden": 50, "max_epochs": 30, "n_ll_samples": 10}).fit(X, y)
+    assert est.n_epochs_ == 30 and est.stopped_by_ == "cap" and est.best_epoch_ == 30
     assert est.loss_curve_[-5:].mean() < 0.85 * est.loss_curve_[:5].mean()
 
 
@@ -281,7 +286,9 @@ def test_save_load_roundtrip(tmp_path):
 # ---------------------------------------------------------------- bad input
 @pytest.mark.parametrize(
     "kw,match",
-    [({"noise_std": None}, "noise_std .* is required"), ({"noise_std": 0.0}, "noise_std must be > 0"),
+    [({"noise_std": 0.0}, "noise_std must be > 0"), ({"validation_fraction": 0.5}, "validation_fraction"),
+     ({"validation_fraction": -0.1}, "validation_fraction"), ({"patience": 0}, "patience must be >= 1"),
+     ({"lr_patience": -1}, "lr_patience must be >= 0"),
      ({"noise_std": -1.0}, "noise_std must be > 0"), ({"space": "weights"}, "space must be one of"),
      ({"family": "flow"}, "family must be one of"), ({"n_kl_samples": 1}, "n_kl_samples must be >= 2"),
      ({"lr_factor": 1.5}, "lr_factor must be in"), ({"ood_box": ([0.0], [1.0])}, "ood_box has 1 feature"),
@@ -304,6 +311,103 @@ def test_bad_data():
         est.predict_distribution(X[:, :2])
     with pytest.raises(ValueError, match="n_predictors >= 2"):
         est.set_params(n_predictors=1).ood_score(X)
+
+
+# ---------------------------------------------------------------- validated fitting, base, persistence
+def _held_out(est, n):
+    """The held-out rows and the fixed seed of the held-out NLL's draws (seeds 5 and 6 of the fit)."""
+    *_, holdout_seed, validation_seed = seeds_from(est.random_state, 6)
+    return holdout_split(n, est.validation_fraction, holdout_seed)[1], validation_seed
+
+
+@pytest.fixture(scope="module")
+def stopped():
+    """A learned noise and a high rate on 36 + 4 rows: the held-out NLL turns up and the rule stops it."""
+    X, y = _data(n=40)
+    est = HyperVIRegressor(space="parameter", family="mean-field", lr=3e-2, patience=5, random_state=0,
+                           **{**TINY, "max_epochs": 400}).fit(X, y)
+    return est, X, y
+
+
+def test_stops_early_on_the_held_out_nll_and_records_the_curve(stopped):
+    est, X, y = stopped
+    curve = est.validation_curve_
+    assert est.stopped_by_ == "patience" and est.diagnostics_["stopped_by_cap"] is False
+    assert curve.shape == est.loss_curve_.shape == (est.n_epochs_,) and est.n_epochs_ < 400
+    assert est.best_epoch_ == int(np.argmin(curve)) + 1 and est.n_epochs_ == est.best_epoch_ + 5
+    assert est.n_train_ == 36 and est.noise_std is None and est.noise_std_ > 0
+
+
+def test_restores_the_best_epoch(stopped):
+    """The restored q and σ_l score the held-out rows at the curve's best value (same 200 draws);
+    the last epoch's value differs, so the check can fail."""
+    est, X, y = stopped
+    rows, validation_seed = _held_out(est, len(y))
+    theta = est.family_.sample(200, torch.Generator().manual_seed(validation_seed)).double()
+    f = est.net_(theta, torch.as_tensor((X[rows] - est.x_mean_) / est.x_scale_)).numpy()
+    yv = (y[rows] - est.y_mean_) / est.y_scale_
+    again = -np.mean(logsumexp(stats.norm.logpdf(yv, f, est.noise_std_), axis=0) - math.log(200))
+    best = est.validation_curve_[est.best_epoch_ - 1]
+    assert again == pytest.approx(best, abs=1e-9)
+    assert abs(est.validation_curve_[-1] - best) > 1e-3
+    # the predictive mixture of 1000 other draws, in standardised units, agrees to Monte Carlo error
+    nll = -np.mean(est.predict_distribution(X[rows]).log_prob(y[rows])) - math.log(est.y_scale_)
+    assert nll == pytest.approx(best, abs=0.1)
+
+
+def test_learned_noise_is_the_default_and_reaches_the_predictive():
+    X, y = _data(n=40)
+    est = HyperVIRegressor(space="parameter", random_state=0, **{**TINY, "max_epochs": 30}).fit(X, y)
+    assert est.noise_std is None and est.noise_std_ != pytest.approx(1.0)  # moved from its start, sd(y) = 1
+    pred = est.predict_distribution(X[:3])
+    np.testing.assert_allclose(pred.aleatoric_var, (est.noise_std_ * est.y_scale_) ** 2, rtol=1e-12)
+    fixed = HyperVIRegressor(space="parameter", noise_std=0.4, random_state=0, **TINY).fit(X, y)
+    assert fixed.noise_std_ == 0.4
+
+
+def test_is_a_dubito_regressor_whose_predict_is_the_predictive_mean():
+    X, y = _data(n=30)
+    est = HyperVIRegressor(noise_std=0.5, random_state=0, **TINY).fit(X, y)
+    assert isinstance(est, DubitoRegressor) and "predict" not in vars(HyperVIRegressor)
+    np.testing.assert_array_equal(est.predict(X), est.predict_distribution(X).mean)
+
+
+def test_save_load_keeps_the_validated_fit(stopped, tmp_path):
+    est, X, _ = stopped
+    est.save(tmp_path / "m.safetensors")
+    back = HyperVIRegressor.load(tmp_path / "m.safetensors")
+    np.testing.assert_array_equal(back.predict_distribution(X).draws, est.predict_distribution(X).draws)
+    np.testing.assert_array_equal(back.validation_curve_, est.validation_curve_)
+    assert (back.best_epoch_, back.stopped_by_, back.noise_std_) == (est.best_epoch_, est.stopped_by_, est.noise_std_)
+    assert back.get_params() == est.get_params()
+
+
+def test_a_file_written_before_validated_fitting_still_loads(tmp_path):
+    """The layout before issue 19: "patience" was the plateau schedule's, noise_std fixed and
+    required, y_mean / y_scale in the JSON, no held-out record. It loads as fitted on every row."""
+    X, y = _data(n=30)
+    est = HyperVIRegressor(noise_std=0.5, random_state=0, validation_fraction=0.0, lr_patience=7, **TINY).fit(X, y)
+    est.save(tmp_path / "new.safetensors")
+    tensors, settings = io.load_tensors(tmp_path / "new.safetensors", "HyperVIRegressor")
+    for key in ("validation_curve", "y_mean", "y_scale"):
+        del tensors[key]
+    fitted = {k: v for k, v in settings["fitted"].items() if k not in ("best_epoch", "stopped_by", "noise_std")}
+    fitted.update(y_mean=est.y_mean_, y_scale=est.y_scale_)
+    params = {k: v for k, v in settings["params"].items() if k not in ("validation_fraction", "patience")}
+    params["patience"] = params.pop("lr_patience")
+    io.save_tensors(tmp_path / "old.safetensors", tensors, "HyperVIRegressor", {"params": params, "fitted": fitted})
+    back = HyperVIRegressor.load(tmp_path / "old.safetensors")
+    np.testing.assert_array_equal(back.predict_distribution(X).draws, est.predict_distribution(X).draws)
+    assert (back.lr_patience, back.patience, back.validation_fraction, back.noise_std_) == (7, 20, 0.0, 0.5)
+    assert back.stopped_by_ == "cap" and back.best_epoch_ == 2 and back.validation_curve_.size == 0
+
+
+def test_tune_accepts_the_declared_search_space():
+    X, y = _data(n=40)
+    assert set(HyperVIRegressor.search_space) == {"lr", "prior_sd", "hidden"}
+    result = tune(HyperVIRegressor(space="parameter", **TINY), X, y, n_trials=2, progress=False)
+    assert len(result.trials) == 2 and all(t["state"] == "COMPLETE" for t in result.trials)
+    assert set(result.best_params) == {"lr", "prior_sd", "hidden"} and np.isfinite(result.best_score)
 
 
 # ---------------------------------------------------------------- test 14: synthetic smoke test
@@ -352,7 +456,7 @@ def test_resume_after_an_interruption_gives_the_uninterrupted_fit(tmp_path, monk
     """Killed after epoch 5 (last checkpoint at 4, every 2 epochs), resume=True ends where an
     uninterrupted 9-epoch fit ends: q's weights, curves and predictions bit for bit."""
     X, y = _data()
-    kw = dict(TINY, space=space, family=family, noise_std=0.5, random_state=7, max_epochs=9, patience=0,
+    kw = dict(TINY, space=space, family=family, noise_std=0.5, random_state=7, max_epochs=9, lr_patience=0,
               lr_factor=0.5)
     full = HyperVIRegressor(**kw).fit(X, y)
     with monkeypatch.context() as m:
@@ -372,6 +476,29 @@ def test_resume_after_an_interruption_gives_the_uninterrupted_fit(tmp_path, monk
     _interrupt_after(monkeypatch, 0)
     again = HyperVIRegressor(**kw, checkpoint_dir=tmp_path, checkpoint_every=2).fit(X, y, resume=True)
     assert np.array_equal(again.loss_curve_, full.loss_curve_)
+
+
+def test_resume_keeps_the_early_stopping_state_and_the_best_q(tmp_path, monkeypatch):
+    """Held-out patience 2 stops this fit at epoch 3 with epoch 1 best. Killed after epoch 2
+    (checkpoints every epoch), the resumed fit stops at the same epoch and restores the same
+    best q, which only the checkpoint's copy holds; resuming the finished checkpoint trains nothing."""
+    X, y = _data()
+    kw = dict(TINY, noise_std=0.5, random_state=7, max_epochs=9, lr_patience=0, lr_factor=0.5, patience=2)
+    full = HyperVIRegressor(**kw).fit(X, y)
+    assert (full.stopped_by_, full.n_epochs_, full.best_epoch_) == ("patience", 3, 1)
+    with monkeypatch.context() as m:
+        _interrupt_after(m, 2)
+        with pytest.raises(_Interrupt):
+            HyperVIRegressor(**kw, checkpoint_dir=tmp_path, checkpoint_every=1).fit(X, y)
+    resumed = HyperVIRegressor(**kw, checkpoint_dir=tmp_path, checkpoint_every=1).fit(X, y, resume=True)
+    _interrupt_after(monkeypatch, 0)
+    again = HyperVIRegressor(**kw, checkpoint_dir=tmp_path, checkpoint_every=1).fit(X, y, resume=True)
+    for est in (resumed, again):
+        assert (est.stopped_by_, est.n_epochs_, est.best_epoch_) == ("patience", 3, 1)
+        np.testing.assert_array_equal(est.validation_curve_, full.validation_curve_)
+        np.testing.assert_array_equal(est.loss_curve_, full.loss_curve_)
+        for a, b in zip(full.family_.state_dict().values(), est.family_.state_dict().values()):
+            assert torch.equal(a, b)
 
 
 def test_resume_refuses_other_data_or_settings_and_needs_a_folder_and_seed(tmp_path):

@@ -7,17 +7,22 @@ and with hidden=() our objective is deterministic (the output layer is integrate
 so a full-batch Adam run converges to it to float precision.
 """
 import json
+import math
 
 import numpy as np
 import pytest
 import torch
 
 from dubito import io
+from dubito._estimator import DubitoRegressor, seed_base, seeds_from
 from dubito._validation import NotFittedError
+from dubito.early_stopping import holdout_split
 from dubito.inference.convergence import SCHEMA_KEYS, still_improving
+from dubito.nn.batched import ACTIVATIONS
 from dubito.predictive import GaussianMixture
 from dubito.regression.bnn_nuts import NUTSNetworkRegressor
 from dubito.regression.mean_field_vi import MeanFieldVIRegressor
+from dubito.tune import tune
 
 
 def _linear_data(n=200, seed=0):
@@ -44,7 +49,7 @@ def _fitted(est):
 def test_linear_model_with_known_noise_reaches_the_mean_field_optimum():
     X, y = _linear_data()
     est = MeanFieldVIRegressor(hidden=(), noise_sd=0.5, prior_sd=0.7, epochs=1500, lr=3e-2, batch_size=len(y),
-                               random_state=0, progress=False).fit(X, y)
+                               validation_fraction=0.0, random_state=0, progress=False).fit(X, y)
     mean, sd, A, _, _ = _closed_form(est, X, y, (0.5 / est.y_scale_) ** 2)
     m, s = _fitted(est)
     # measured: max |m - mean| ~ 3e-15, max |s/sd - 1| ~ 1e-15 (deterministic objective)
@@ -59,7 +64,7 @@ def test_linear_model_with_learned_noise_is_stationary():
     # jointly optimal (q, s): q as above given s, and s^2 = (|ys - Z m|^2 + sum_j sd_j^2 |z_j|^2) / n
     X, y = _linear_data(seed=1)
     est = MeanFieldVIRegressor(hidden=(), epochs=2000, lr=3e-2, batch_size=len(y), random_state=1,
-                               progress=False).fit(X, y)
+                               validation_fraction=0.0, progress=False).fit(X, y)
     s2 = (est.noise_sd_ / est.y_scale_) ** 2
     mean, sd, _, Z, ys = _closed_form(est, X, y, s2)
     m, s = _fitted(est)
@@ -73,7 +78,7 @@ def test_linear_model_with_learned_noise_is_stationary():
 def test_predictive_is_a_mixture_over_weight_draws_in_y_units():
     X, y = _linear_data()
     est = MeanFieldVIRegressor(hidden=(), noise_sd=0.5, epochs=300, lr=3e-2, batch_size=len(y), n_samples=4000,
-                               random_state=0, progress=False).fit(X, y)
+                               validation_fraction=0.0, random_state=0, progress=False).fit(X, y)
     Xt = X[:5]
     pred = est.predict_distribution(Xt)
     assert isinstance(pred, GaussianMixture) and pred.n_components == 4000
@@ -119,21 +124,110 @@ def test_bad_settings_and_inputs():
 
 # ---------------------------------------------------------------------- diagnostics
 def test_diagnostics_schema_and_the_stopped_by_cap_rule():
-    """No chain: R-hat / ESS NaN. The linear model's deterministic objective reaches its optimum
-    (first test) and flattens -> converged; 5 epochs of a 2-layer net are still falling -> stopped
-    by the cap, not converged (the rule: `still_improving` of the loss curve)."""
+    """No chain: R-hat / ESS NaN. With held-out rows stopped_by_cap is stopped_by_ == "cap": the
+    linear model's deterministic held-out NLL stops improving -> the rule ends the run ->
+    converged; 5 epochs of a 2-layer net end at the cap. Without a held-out share (a fixed-epoch
+    protocol) every run ends at the cap, and stopped_by_cap says whether the -ELBO still fell there."""
     X, y = _linear_data()
     flat = MeanFieldVIRegressor(hidden=(), noise_sd=0.5, epochs=1500, lr=3e-2, batch_size=len(y), random_state=0,
                                 progress=False).fit(X, y)
     short = MeanFieldVIRegressor(hidden=(8, 8), epochs=5, lr=1e-3, random_state=0, progress=False).fit(X, y)
-    for est in (flat, short):
+    whole = MeanFieldVIRegressor(hidden=(), noise_sd=0.5, epochs=1500, lr=3e-2, batch_size=len(y), random_state=0,
+                                 validation_fraction=0.0, progress=False).fit(X, y)
+    for est in (flat, short, whole):
         d = est.diagnostics_
         assert set(SCHEMA_KEYS) <= set(d)
         assert all(np.isnan(d[k]) for k in ("rhat_mean", "ess_mean", "rhat_loglik", "ess_loglik", "acceptance"))
         assert d["divergences"] is None and isinstance(d["stopped_by_cap"], bool) and isinstance(d["converged"], bool)
-        assert d["stopped_by_cap"] is still_improving(est.loss_curve_) and d["n_epochs"] == len(est.loss_curve_)
-    assert flat.diagnostics_["converged"] is True and flat.diagnostics_["stopped_by_cap"] is False
-    assert short.diagnostics_["converged"] is False and short.diagnostics_["stopped_by_cap"] is True
+        rule = (est.stopped_by_ == "cap") if est.validation_curve_.size else still_improving(est.loss_curve_)
+        assert d["stopped_by_cap"] is rule and d["converged"] is not d["stopped_by_cap"]
+        assert d["n_epochs"] == len(est.loss_curve_) and d["still_improving"] is still_improving(est.loss_curve_)
+        assert d["stopped_by"] == est.stopped_by_ and d["best_epoch"] == est.best_epoch_
+    assert flat.stopped_by_ == "patience" and len(flat.loss_curve_) < 1500 and flat.diagnostics_["converged"] is True
+    assert short.stopped_by_ == "cap" and short.diagnostics_["converged"] is False
+    # without a held-out share the cap ends every run; one whose -ELBO has levelled off converged
+    assert whole.stopped_by_ == "cap" and len(whole.loss_curve_) == 1500 and whole.best_epoch_ == 1500
+    assert whole.validation_curve_.size == 0 and whole.diagnostics_["still_improving"] is False
+    assert whole.diagnostics_["stopped_by_cap"] is False and whole.diagnostics_["converged"] is True
+
+
+# ---------------------------------------------------------------------- validated fitting
+def _wiggly(n=80, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, size=(n, 2))
+    return X, np.sin(2 * X[:, 0]) + 0.3 * X[:, 1] + 0.3 * rng.normal(size=n)
+
+
+@pytest.fixture(scope="module")
+def stopped_model():
+    """A wide net at a high rate on 72 + 8 rows, weak prior: it overfits and the rule stops it."""
+    X, y = _wiggly()
+    est = MeanFieldVIRegressor(hidden=(32, 32), prior_sd=3.0, lr=2e-2, batch_size=32, epochs=1000, patience=10,
+                               n_samples=100, random_state=0, progress=False).fit(X, y)
+    return est, X, y
+
+
+def test_stops_early_on_the_held_out_nll_and_records_the_curve(stopped_model):
+    est, X, y = stopped_model
+    curve = est.validation_curve_
+    assert est.stopped_by_ == "patience"
+    assert curve.shape == est.loss_curve_.shape and len(curve) < est.epochs
+    assert np.all(np.isfinite(curve))
+    # the rule: the best epoch is the curve's first minimum, and the run ends `patience` epochs later
+    assert est.best_epoch_ == int(np.argmin(curve)) + 1
+    assert len(curve) == est.best_epoch_ + est.patience
+    assert np.all(curve[est.best_epoch_:] >= curve[est.best_epoch_ - 1])
+    assert est.n_train_ == 72  # ceil(0.1 * 80) = 8 rows held out
+
+
+def _held_out_rows(est, n):
+    holdout_seed, validation_seed = seeds_from(seed_base(est.random_state), 2)
+    return holdout_split(n, est.validation_fraction, holdout_seed)[1], validation_seed
+
+
+def test_restores_the_best_epoch(stopped_model):
+    """The restored q and noise score the held-out rows at the curve's value of the best epoch;
+    the last epoch's value differs (the check can fail)."""
+    est, X, y = stopped_model
+    rows, validation_seed = _held_out_rows(est, len(y))
+    Xv = torch.as_tensor((X[rows] - est.x_mean_) / est.x_scale_)
+    yv = torch.as_tensor((y[rows] - est.y_mean_) / est.y_scale_)
+    layers = [(est.q_[f"W_mu.{k}"], torch.log(torch.expm1(est.q_[f"W_sd.{k}"])), est.q_[f"b_mu.{k}"],
+               torch.log(torch.expm1(est.q_[f"b_sd.{k}"]))) for k in range(est.n_layers_)]
+    log_s = torch.tensor(math.log(est.noise_sd_ / est.y_scale_), dtype=torch.float64)
+    gen = torch.Generator().manual_seed(validation_seed)
+    again = MeanFieldVIRegressor._heldout_nll(layers, log_s, Xv, yv, ACTIVATIONS[est.activation], gen, width=32)
+    best = est.validation_curve_[est.best_epoch_ - 1]
+    assert again == pytest.approx(best, rel=1e-9, abs=1e-9)
+    assert abs(est.validation_curve_[-1] - best) > 1e-3
+    # an independent estimate: the predictive mixture of 4000 joint draws, in standardised units
+    pred = est.predict_distribution(X[rows], n_samples=4000)
+    nll = -np.mean(pred.log_prob(y[rows])) - math.log(est.y_scale_)
+    assert nll == pytest.approx(best, abs=0.05)
+
+
+@pytest.mark.parametrize("fraction", [-0.1, 0.5, 1.0, "0.1"])
+def test_bad_validation_fraction_is_refused(fraction):
+    X, y = _linear_data(n=20)
+    with pytest.raises(ValueError, match="validation_fraction"):
+        MeanFieldVIRegressor(validation_fraction=fraction, epochs=2, progress=False).fit(X, y)
+    with pytest.raises(ValueError, match="patience"):
+        MeanFieldVIRegressor(patience=0, epochs=2, progress=False).fit(X, y)
+
+
+def test_is_a_dubito_regressor_whose_predict_is_the_predictive_mean(small_model):
+    est, Xq, _ = small_model
+    assert isinstance(est, DubitoRegressor) and "predict" not in vars(MeanFieldVIRegressor)
+    np.testing.assert_array_equal(est.predict(Xq), est.predict_distribution(Xq).mean)
+
+
+def test_tune_accepts_the_declared_search_space():
+    X, y = _wiggly(n=60)
+    assert set(MeanFieldVIRegressor.search_space) == {"lr", "prior_sd", "hidden"}
+    result = tune(MeanFieldVIRegressor(epochs=5, n_samples=20, progress=False), X, y, n_trials=2, progress=False)
+    assert len(result.trials) == 2 and all(t["state"] == "COMPLETE" for t in result.trials)
+    assert set(result.best_params) == {"lr", "prior_sd", "hidden"} and np.isfinite(result.best_score)
+    assert result.estimator.get_params()["hidden"] == result.best_params["hidden"]
 
 
 # ---------------------------------------------------------------------- persistence
@@ -158,8 +252,10 @@ def test_save_load_round_trip_gives_identical_predictions(small_model, tmp_path)
     np.testing.assert_array_equal(a.var, b.var)
     np.testing.assert_array_equal(a.log_prob(yq), b.log_prob(yq))
     np.testing.assert_array_equal(back.loss_curve_, est.loss_curve_)
+    np.testing.assert_array_equal(back.validation_curve_, est.validation_curve_)
     assert back.noise_sd_ == est.noise_sd_ and back.n_train_ == est.n_train_
-    assert back.diagnostics_["stopped_by_cap"] == est.diagnostics_["stopped_by_cap"]
+    assert (back.best_epoch_, back.stopped_by_) == (est.best_epoch_, est.stopped_by_)
+    assert back.diagnostics_ == est.diagnostics_
     # the check can fail: another seed's draws give other predictions
     assert not np.array_equal(est.predict_distribution(Xq, random_state=1).mean, a.mean)
     with open(path, "rb") as fh:  # safetensors with JSON metadata, not a pickle
@@ -192,3 +288,22 @@ def test_save_before_fit_and_bad_files_are_refused(small_model, tmp_path):
     io.save_tensors(tmp_path / "missing.safetensors", tensors, "MeanFieldVIRegressor", settings)
     with pytest.raises(ValueError, match="inconsistent contents"):
         MeanFieldVIRegressor.load(tmp_path / "missing.safetensors")
+
+
+def test_a_file_written_before_validated_fitting_still_loads(small_model, tmp_path):
+    """The layout before issue 19: no held-out record, y_mean / y_scale in the JSON, no
+    validation_fraction / patience in the params. It loads as fitted on every row, capped."""
+    est, Xq, _ = small_model
+    est.save(tmp_path / "new.safetensors")
+    tensors, settings = io.load_tensors(tmp_path / "new.safetensors", "MeanFieldVIRegressor")
+    for key in ("validation_curve", "y_mean", "y_scale"):
+        del tensors[key]
+    fitted = {k: v for k, v in settings["fitted"].items() if k not in ("best_epoch", "stopped_by")}
+    fitted.update(y_mean=est.y_mean_, y_scale=est.y_scale_)
+    params = {k: v for k, v in settings["params"].items() if k not in ("validation_fraction", "patience")}
+    io.save_tensors(tmp_path / "old.safetensors", tensors, "MeanFieldVIRegressor", {"params": params, "fitted": fitted})
+    back = MeanFieldVIRegressor.load(tmp_path / "old.safetensors")
+    np.testing.assert_array_equal(back.predict_distribution(Xq).means, est.predict_distribution(Xq).means)
+    assert back.validation_fraction == 0.0 and back.stopped_by_ == "cap" and back.validation_curve_.size == 0
+    assert back.best_epoch_ == len(est.loss_curve_)
+    assert back.diagnostics_["stopped_by_cap"] is still_improving(est.loss_curve_)

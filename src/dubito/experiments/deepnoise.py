@@ -360,8 +360,9 @@ def _fit_vi(d: _Data, s: dict, device: str, progress: bool, seed: int):
 
     epochs = _epochs(len(d.y_tr), s)
     est = MeanFieldVIRegressor(**_arch(s), prior_sd=float(s["prior_sd"]), n_samples=int(s["n_samples"]),
-                               epochs=epochs, lr=float(s["lr"]), batch_size=int(s["batch_size"]), device=device,
-                               random_state=seed, progress=progress).fit(d.X_tr, d.y_tr)
+                               epochs=epochs, lr=float(s["lr"]), batch_size=int(s["batch_size"]),
+                               validation_fraction=0.0, device=device, random_state=seed,
+                               progress=progress).fit(d.X_tr, d.y_tr)
     return est, dict(epochs=epochs)
 
 

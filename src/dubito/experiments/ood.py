@@ -283,10 +283,10 @@ def _fit_hyvi(method: str, d: _Data, s: dict, device: str, progress: bool, rando
         space=space, family=family, noise_std=d.sigma_l, prior_sd=float(s["prior_sd"]), hidden=int(s["hidden"]),
         activation=s["activation"], latent_dim=int(s["latent_dim"]), generator_hidden=tuple(s["generator_hidden"]),
         n_ll_samples=int(s["n_ll_samples"]), n_kl_samples=int(s["n_kl_samples"]), n_ood_points=int(s["n_points"]),
-        lr=float(s["lr"]), lr_factor=float(s["lr_factor"]), patience=patience, min_lr=float(s["min_lr"]),
+        lr=float(s["lr"]), lr_factor=float(s["lr_factor"]), lr_patience=patience, min_lr=float(s["min_lr"]),
         max_epochs=int(s["max_epochs"]), batch_size=int(s["batch_size"]), n_predictors=int(s["n_predictors"]),
-        ood_box=d.box, standardize=False, device=device, random_state=random_state, progress=progress,
-        checkpoint_dir=s.get("_checkpoint"))
+        ood_box=d.box, standardize=False, validation_fraction=0.0, device=device, random_state=random_state,
+        progress=progress, checkpoint_dir=s.get("_checkpoint"))
     t0 = time.perf_counter()
     resumed = est.checkpoint_dir is not None and (Path(est.checkpoint_dir) / "hyper_vi.safetensors").is_file()
     try:

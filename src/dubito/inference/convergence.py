@@ -101,8 +101,8 @@ def still_improving(curve, *, window: float = PLATEAU_WINDOW, rtol: float = PLAT
     """Whether a minimised loss curve (one value per epoch) was still falling when it ended:
     with w = max(1, floor(window · T)) epochs and means L_prev, L_last over the last two
     windows, ``L_prev - L_last > rtol · |L_prev|``. Fewer than 2 epochs, or a non-finite end:
-    True (no plateau can be shown). Used as the after-the-fact stopping rule of loops that run
-    a fixed number of epochs (mean-field VI)."""
+    True (no plateau can be shown). Mean-field VI reports it beside ``stopped_by_cap`` (which is
+    its held-out rule's verdict) as a hint whether a capped run was still learning."""
     c = np.asarray(curve, dtype=np.float64).ravel()
     if c.size < 2:
         return True

@@ -27,18 +27,42 @@ Prediction: ``n_samples`` joint weight draws w_s ~ q give the equal-weight Gauss
 (1/S) sum_s N(y; g(x; w_s), s^2), returned in the user's units; its ``noise_variances`` are
 s^2, so ``epistemic_var`` is the spread of g(x; w_s) and ``aleatoric_var`` is s^2.
 
-Diagnostics: there is no chain (no R-hat) and no stopping rule: the loop runs ``epochs`` epochs.
-``diagnostics_`` (`dubito.inference.convergence`) calls the run ``stopped_by_cap`` when the
--ELBO was still falling at the end (`still_improving`: its mean over the last tenth of the epochs
-more than 0.1 % below that over the tenth before), and ``converged`` otherwise.
+Validated fitting (`dubito.early_stopping`): a share ``validation_fraction`` of the training
+rows (default 0.1, scikit-learn's ``MLPRegressor``) is held out, drawn by `holdout_split` from a
+seed stream of its own, so the initialisation and the mini-batch order are those of a fit without
+it; the standardisation uses the other rows only. After every epoch the held-out rows are scored
+by the NLL of the posterior predictive, -(1/m) sum_j log p(y_j | x_j) in standardised units, with
+p(y | x) = E_q N(y; g(x; w), s^2) estimated by `VALIDATION_DRAWS` = 16 draws per row (the same
+local reparameterisation as training, the output layer integrated exactly, so each draw is a
+Gaussian N(m_s, v_s + s^2)), from a generator reseeded to one fixed seed every epoch: the
+criterion changes only as q and s do, not with fresh Monte Carlo noise (common random numbers).
+Cost: 16 forward passes of each held-out row per epoch. Measured on diabetes (4 x 50, 318
+training + 36 held-out rows, batch 100, one thread): 17 ms per held-out score against 67 ms per
+training epoch, i.e. +25 % per epoch (32 draws: +53 %; 8 draws: +14 %).
+Training stops after ``patience`` (default 20, `dubito.early_stopping.DEFAULT_PATIENCE`) epochs
+without a better held-out NLL, and q and s are restored to their best epoch. ``validation_fraction=0``
+trains on every row for exactly ``epochs`` epochs (the B-DeepNoise paper's protocol,
+`dubito.experiments.deepnoise`).
 
-Persistence: ``save(path)`` / ``load(path, device=None)``: the variational parameters, the
-standardisation and the loss curve as safetensors, the settings as JSON (`dubito.io`; no pickle).
+Diagnostics: there is no chain (no R-hat). ``diagnostics_`` (`dubito.inference.convergence`)
+has ``stopped_by_cap`` = ``stopped_by_ == "cap"``: the epoch cap came before the held-out rule
+(always so without a held-out share, where no rule can end the loop); ``converged`` is its
+negation. It also reports ``still_improving`` (`still_improving` of the -ELBO curve: its mean over
+the last tenth of the epochs more than 0.1 % below that over the tenth before), the former
+after-the-fact rule, kept as information.
 
-Defaults: Adam lr 1e-3, batch 100 and 2000 epochs are [C]'s TyXe settings (spec §4.3);
-prior N(0, 1) is TyXe's default ``IIDPrior(Normal(0, 1))``; the initial sd 1e-3 (rho =
-softplus^-1(1e-3)) is ours, small as in Blundell et al.; the means start at PyTorch's
-``nn.Linear`` default U(-1/sqrt(fan_in), 1/sqrt(fan_in)); hard tanh is [P]'s activation.
+Persistence: ``save(path)`` / ``load(path, device=None)`` (`dubito._estimator.DubitoEstimator`):
+the variational parameters, the standardisation, the loss and held-out curves as safetensors,
+the settings as JSON (`dubito.io`; no pickle). Files written before validated fitting load as
+fitted on every row (``validation_fraction=0``, ``stopped_by_ = "cap"``).
+
+Defaults: Adam lr 1e-3 and batch 100 are [C]'s TyXe settings (spec §4.3); the epoch cap 2000 is
+[C]'s as well, kept: with early stopping it is only a safety cap (diabetes, 80/20 splits 0-2: the
+rule ended the runs at 75-117 epochs; 95 % coverage 0.96 and test NLL 5.47 on average, against
+1.00 and 5.61 for 2000 epochs on every row, the earlier default); prior N(0, 1) is TyXe's default
+``IIDPrior(Normal(0, 1))``; the initial sd 1e-3 (rho = softplus^-1(1e-3)) is ours, small as in
+Blundell et al.; the means start at PyTorch's ``nn.Linear`` default U(-1/sqrt(fan_in),
+1/sqrt(fan_in)); hard tanh is [P]'s activation.
 """
 
 from __future__ import annotations
@@ -47,29 +71,34 @@ import math
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils import check_random_state
 from torch.nn import functional as F
 
 from dubito import io
-from dubito._standardise import standardise_fit
-from dubito._validation import (
-    check_bool,
-    check_choice,
-    check_fitted,
-    check_float,
-    check_int,
-    check_widths,
-    validate_fit_data,
-    validate_predict_data,
+from dubito._estimator import DubitoRegressor, seed_base, seeds_from
+from dubito._validation import check_bool, check_choice, check_float, check_int, check_widths
+from dubito.early_stopping import (
+    DEFAULT_PATIENCE,
+    DEFAULT_VALIDATION_FRACTION,
+    check_patience,
+    check_training_target,
+    check_validation_fraction,
+    holdout_split,
 )
 from dubito.inference.convergence import PLATEAU_RTOL, diagnostics_dict, still_improving
 from dubito.nn.batched import ACTIVATIONS
 from dubito.predictive.mixture import GaussianMixture
+from dubito.regression.variational_family import softplus_inv
+from dubito.search_space import Choice, Float
+from dubito.training_loop import run_epochs
 
-__all__ = ["MeanFieldVIRegressor", "kl_normal"]
+__all__ = ["VALIDATION_DRAWS", "MeanFieldVIRegressor", "kl_normal"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
+#: Weight draws per held-out row of the early-stopping criterion (module docstring).
+VALIDATION_DRAWS = 16
+#: Numbers per chunk of the held-out pass: draws x rows x widest layer (float64: 32 MB).
+_VALIDATION_ELEMENTS = 1 << 22
+MIN_SAMPLES = 2
 
 
 def kl_normal(mu: torch.Tensor, sd: torch.Tensor, prior_sd: float) -> torch.Tensor:
@@ -77,17 +106,24 @@ def kl_normal(mu: torch.Tensor, sd: torch.Tensor, prior_sd: float) -> torch.Tens
     return (math.log(prior_sd) - torch.log(sd) + (sd**2 + mu**2) / (2.0 * prior_sd**2) - 0.5).sum()
 
 
-def _softplus_inv(x: float) -> float:
-    return x + math.log(-math.expm1(-x))
+def _output_moments(layers, xb, act, gen):
+    """(m, v) of the output given one local-reparameterised draw of every hidden layer: the
+    output layer's mean and variance for each row of ``xb`` (module docstring)."""
+    h = xb
+    for w_mu, w_rho, b_mu, b_rho in layers[:-1]:
+        w_sd, b_sd = F.softplus(w_rho), F.softplus(b_rho)
+        m = h @ w_mu + b_mu
+        v = (h * h) @ (w_sd * w_sd) + b_sd * b_sd
+        eps = torch.randn(m.shape, generator=gen, dtype=m.dtype, device=m.device)
+        h = act(m + torch.sqrt(v) * eps)
+    w_mu, w_rho, b_mu, b_rho = layers[-1]
+    w_sd, b_sd = F.softplus(w_rho), F.softplus(b_rho)
+    m = (h @ w_mu + b_mu)[:, 0]
+    v = ((h * h) @ (w_sd * w_sd) + b_sd * b_sd)[:, 0]
+    return m, v
 
 
-def _seed(random_state) -> int:
-    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
-        return int(random_state)
-    return int(check_random_state(random_state).randint(0, 2**31 - 1))
-
-
-class MeanFieldVIRegressor(RegressorMixin, BaseEstimator):
+class MeanFieldVIRegressor(DubitoRegressor):
     """Bayes-by-backprop MLP regression with a learned homoscedastic Gaussian noise.
 
     Parameters (defaults and their sources: module docstring)
@@ -96,23 +132,41 @@ class MeanFieldVIRegressor(RegressorMixin, BaseEstimator):
     activation : str, default "hardtanh" — a key of ``dubito.nn.batched.ACTIVATIONS``.
     prior_sd : float, default 1.0 — N(0, prior_sd^2) on every weight and bias (TyXe default).
     n_samples : int, default 1000 — weight draws (mixture components) at prediction.
-    epochs : int, default 2000; lr : float, default 1e-3; batch_size : int, default 100 ([C]).
+    epochs : int, default 2000 — the cap; lr : float, default 1e-3; batch_size : int, default 100 ([C]).
     noise_sd : float or None, default None — fixed noise sd in y units; None learns it.
     init_sd : float, default 1e-3 — initial posterior sd of every weight (ours).
-    random_state : None or int — seeds initialisation, mini-batches and the MC noise.
+    validation_fraction : float in [0, 0.5), default 0.1 — held-out share of the training rows
+        for early stopping (`dubito.early_stopping.DEFAULT_VALIDATION_FRACTION`, scikit-learn's
+        ``MLPRegressor``); 0 trains on every row for ``epochs`` epochs.
+    patience : int, default 20 — epochs without a better held-out NLL before stopping
+        (`dubito.early_stopping.DEFAULT_PATIENCE`).
+    random_state : None or int — seeds initialisation, mini-batches, the MC noise and the held-out rows.
     device : str, default "cpu" — torch device; all tensors stay there.
     progress : bool, default True — a rich progress bar over epochs (stderr).
 
     Fitted attributes: ``q_`` (dict of tensors "W_mu.l", "W_sd.l", "b_mu.l", "b_sd.l", layer l,
-    W (in, out), standardised units); ``noise_sd_`` (y units); ``x_mean_``, ``x_scale_``,
-    ``y_mean_``, ``y_scale_``; ``loss_curve_`` (epochs,) the epoch sums of the mini-batch
-    objective, i.e. a one-sample estimate of the negative ELBO (standardised units);
-    ``diagnostics_`` (dict, `dubito.inference.convergence`: no R-hat; ``stopped_by_cap`` when
-    the -ELBO was still falling at the last epoch).
+    W (in, out), standardised units) and ``noise_sd_`` (y units), both of the best epoch;
+    ``x_mean_``, ``x_scale_``, ``y_mean_``, ``y_scale_`` and ``n_train_`` (the rows trained on);
+    ``loss_curve_`` (epochs run,) the epoch sums of the mini-batch objective, i.e. a one-sample
+    estimate of the negative ELBO (standardised units); ``validation_curve_`` (epochs run,) the
+    held-out predictive NLL per row (standardised units; empty without a held-out share);
+    ``best_epoch_`` (from 1) and ``stopped_by_`` ("patience" or "cap"); ``diagnostics_`` (dict,
+    `dubito.inference.convergence`: no R-hat; ``stopped_by_cap`` when the cap ended the run).
     """
 
+    #: What `dubito.tune` searches: Adam's rate a decade around TyXe's 1e-3 (3e-2 reaches the
+    #: linear model's optimum in the tests); the prior sd around TyXe's N(0, 1), a decade down (a
+    #: tighter prior shrinks more) and 3x up; the width: [P]'s 4 x 50, the CLI's 2 x 50 and the
+    #: single 50-unit layer of the UCI benchmarks (Hernandez-Lobato & Adams 2015).
+    search_space = {
+        "lr": Float(1e-4, 3e-2, log=True),
+        "prior_sd": Float(0.1, 3.0, log=True),
+        "hidden": Choice([(50,), (50, 50), (50, 50, 50, 50)]),
+    }
+
     def __init__(self, hidden=(50, 50, 50, 50), activation="hardtanh", prior_sd=1.0, n_samples=1000,
-                 epochs=2000, lr=1e-3, batch_size=100, noise_sd=None, init_sd=1e-3, random_state=None,
+                 epochs=2000, lr=1e-3, batch_size=100, noise_sd=None, init_sd=1e-3,
+                 validation_fraction=DEFAULT_VALIDATION_FRACTION, patience=DEFAULT_PATIENCE, random_state=None,
                  device="cpu", progress=True):
         self.hidden = hidden
         self.activation = activation
@@ -123,21 +177,18 @@ class MeanFieldVIRegressor(RegressorMixin, BaseEstimator):
         self.batch_size = batch_size
         self.noise_sd = noise_sd
         self.init_sd = init_sd
+        self.validation_fraction = validation_fraction
+        self.patience = patience
         self.random_state = random_state
         self.device = device
         self.progress = progress
 
     def _settings(self) -> dict:
-        hidden = check_widths(self.hidden)
         if self.noise_sd is not None:
             check_float(self.noise_sd, "noise_sd", strictly_positive=True)
         check_bool(self.progress, "progress")
-        try:
-            device = torch.device(self.device)
-        except (RuntimeError, TypeError) as exc:
-            raise ValueError(f"device must be a torch device string such as 'cpu', got {self.device!r}: {exc}") from None
         return dict(
-            hidden=hidden,
+            hidden=check_widths(self.hidden),
             activation=check_choice(self.activation, "activation", ACTIVATIONS),
             prior_sd=check_float(self.prior_sd, "prior_sd", strictly_positive=True),
             n_samples=check_int(self.n_samples, "n_samples", min_value=1),
@@ -145,24 +196,32 @@ class MeanFieldVIRegressor(RegressorMixin, BaseEstimator):
             lr=check_float(self.lr, "lr", strictly_positive=True),
             batch_size=check_int(self.batch_size, "batch_size", min_value=1),
             init_sd=check_float(self.init_sd, "init_sd", strictly_positive=True),
-            device=device,
+            validation_fraction=check_validation_fraction(self.validation_fraction),
+            patience=check_patience(self.patience),
+            device=self._device(),
         )
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y):
-        """Maximise the ELBO on (X, y); X (n, p), y (n,) finite, y not constant. Returns self."""
+        """Maximise the ELBO on (X, y), stopping early on the held-out rows (module docstring);
+        X (n, p), y (n,) finite, y not constant. Returns self."""
         s = self._settings()
-        X, y = validate_fit_data(self, X, y, min_samples=2)
-        n, p = X.shape
+        X, y = self._validate_fit(X, y, min_samples=MIN_SAMPLES)
+        base = seed_base(self.random_state)  # seeds what a fit without held-out rows draws
+        holdout_seed, validation_seed = seeds_from(base, 2)
+        fraction = s["validation_fraction"]
+        train_rows, val_rows = holdout_split(X.shape[0], fraction, holdout_seed)
+        check_training_target(y[train_rows], fraction, MIN_SAMPLES)
+        Xs, ys = self._fit_scaling(X[train_rows], y[train_rows])
+        n, p = Xs.shape
         dev = s["device"]
         f64 = dict(dtype=torch.float64, device=dev)
-        self.x_mean_, self.x_scale_, self.y_mean_, self.y_scale_ = standardise_fit(X, y)
-        Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, **f64)
-        ys = torch.as_tensor((y - self.y_mean_) / self.y_scale_, **f64)
+        Xs = torch.as_tensor(Xs, **f64)
+        ys = torch.as_tensor(ys, **f64)
 
-        gen = torch.Generator(device=dev).manual_seed(_seed(self.random_state))
+        gen = torch.Generator(device=dev).manual_seed(base)
         widths = (p, *s["hidden"], 1)
-        rho0 = _softplus_inv(s["init_sd"])
+        rho0 = softplus_inv(s["init_sd"])
         layers = []
         for k_in, k_out in zip(widths[:-1], widths[1:]):
             bound = 1.0 / math.sqrt(k_in)
@@ -181,33 +240,43 @@ class MeanFieldVIRegressor(RegressorMixin, BaseEstimator):
         prior_sd = s["prior_sd"]
         opt = torch.optim.Adam(params, lr=s["lr"])
         bsz = min(s["batch_size"], n)
-        curve = np.zeros(s["epochs"])
 
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-        columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn(), TimeRemainingColumn())
-        with Progress(*columns, console=Console(stderr=True), disable=not self.progress) as bar:
-            task = bar.add_task("mean-field VI", total=s["epochs"])
-            for epoch in range(s["epochs"]):
-                perm = torch.randperm(n, generator=gen, device=dev) if bsz < n else torch.arange(n, device=dev)
-                total = 0.0
-                for start in range(0, n, bsz):
-                    idx = perm[start:start + bsz]
-                    loss = self._objective(layers, log_s, Xs[idx], ys[idx], n, act, prior_sd, gen)
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
-                    total += float(loss.detach())
-                curve[epoch] = total
-                bar.update(task, advance=1, description=f"mean-field VI -ELBO {total:.4g}")
+        def train_epoch(epoch: int) -> float:
+            perm = torch.randperm(n, generator=gen, device=dev) if bsz < n else torch.arange(n, device=dev)
+            total = 0.0
+            for start in range(0, n, bsz):
+                idx = perm[start:start + bsz]
+                loss = self._objective(layers, log_s, Xs[idx], ys[idx], n, act, prior_sd, gen)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                total += float(loss.detach())
+            return total
+
+        validate = keep_best = restore_best = None
+        if val_rows.size:
+            Xv = torch.as_tensor((X[val_rows] - self.x_mean_) / self.x_scale_, **f64)
+            yv = torch.as_tensor((y[val_rows] - self.y_mean_) / self.y_scale_, **f64)
+            best = [t.detach().clone() for t in params]
+
+            def validate() -> list[float]:
+                held_gen = torch.Generator(device=dev).manual_seed(validation_seed)  # the same draws every epoch
+                return [self._heldout_nll(layers, log_s, Xv, yv, act, held_gen, max(widths))]
+
+            def keep_best(improved: np.ndarray) -> None:
+                if improved[0]:
+                    with torch.no_grad():
+                        for b, t in zip(best, params):
+                            b.copy_(t)
+
+            def restore_best() -> None:
+                with torch.no_grad():
+                    for b, t in zip(best, params):
+                        t.copy_(b)
+
+        record = run_epochs(train_epoch, epochs=s["epochs"], description="mean-field VI", progress=self.progress,
+                            validate=validate, patience=s["patience"], keep_best=keep_best,
+                            restore_best=restore_best)
 
         q = {}
         with torch.no_grad():
@@ -219,50 +288,63 @@ class MeanFieldVIRegressor(RegressorMixin, BaseEstimator):
         self.q_ = q
         self.n_layers_ = len(layers)
         self.noise_sd_ = float(torch.exp(log_s.detach())) * self.y_scale_
-        self.loss_curve_ = curve
-        self.n_train_ = int(n)
+        self.loss_curve_ = record.loss_curve
+        self.validation_curve_ = record.validation_curve.reshape(-1)
+        self.best_epoch_ = int(record.best_epoch[0])
+        self.stopped_by_ = record.stopped_by
         self.diagnostics_ = self._diagnostics()
         return self
 
     def _diagnostics(self) -> dict:
-        """The shared ``diagnostics_`` (no chain: R-hat and ESS NaN) with ``stopped_by_cap`` =
-        the -ELBO curve still falling at the end (`still_improving`)."""
+        """The shared ``diagnostics_`` (no chain: R-hat and ESS NaN) with ``stopped_by_cap``: with
+        held-out rows, the epoch cap came before the stopping rule (``stopped_by_ == "cap"``);
+        without (a fixed-epoch protocol, ``validation_fraction=0``), the -ELBO was still falling
+        at the cap (``still_improving``, reported beside it either way; module docstring)."""
         curve = np.asarray(self.loss_curve_)
-        return diagnostics_dict(sampler=False, stopped_by_cap=still_improving(curve), n_epochs=int(curve.size),
+        capped = still_improving(curve) if self.validation_curve_.size == 0 else self.stopped_by_ == "cap"
+        return diagnostics_dict(sampler=False, stopped_by_cap=bool(capped), n_epochs=int(curve.size),
+                                best_epoch=int(self.best_epoch_), stopped_by=self.stopped_by_,
+                                still_improving=still_improving(curve),
                                 final_loss=float(curve[-1]) if curve.size else float("nan"), plateau_rtol=PLATEAU_RTOL)
 
     @staticmethod
     def _objective(layers, log_s, xb, yb, n, act, prior_sd, gen):
         """sum_{i in batch} -E_q log p(y_i | x_i, w) + (|batch| / n) KL(q || prior)."""
-        h = xb
-        for w_mu, w_rho, b_mu, b_rho in layers[:-1]:
-            w_sd, b_sd = F.softplus(w_rho), F.softplus(b_rho)
-            m = h @ w_mu + b_mu
-            v = (h * h) @ (w_sd * w_sd) + b_sd * b_sd
-            eps = torch.randn(m.shape, generator=gen, dtype=m.dtype, device=m.device)
-            h = act(m + torch.sqrt(v) * eps)
-        w_mu, w_rho, b_mu, b_rho = layers[-1]
-        w_sd, b_sd = F.softplus(w_rho), F.softplus(b_rho)
-        m = (h @ w_mu + b_mu)[:, 0]
-        v = ((h * h) @ (w_sd * w_sd) + b_sd * b_sd)[:, 0]
+        m, v = _output_moments(layers, xb, act, gen)
         s2 = torch.exp(2.0 * log_s)
         enll = (0.5 * (_LOG_2PI + 2.0 * log_s) + ((yb - m) ** 2 + v) / (2.0 * s2)).sum()
         kl = sum(kl_normal(w_mu, F.softplus(w_rho), prior_sd) + kl_normal(b_mu, F.softplus(b_rho), prior_sd)
                  for w_mu, w_rho, b_mu, b_rho in layers)
         return enll + (xb.shape[0] / n) * kl
 
+    @staticmethod
+    @torch.no_grad()
+    def _heldout_nll(layers, log_s, Xv, yv, act, gen, width, n_draws=VALIDATION_DRAWS) -> float:
+        """-(1/m) sum_j log[(1/S) sum_s N(y_j; m_js, v_js + s^2)]: the held-out predictive NLL per
+        row (standardised units), S = ``n_draws`` local-reparameterised draws per row."""
+        s2 = float(torch.exp(2.0 * log_s))
+        step = max(1, _VALIDATION_ELEMENTS // (n_draws * width))
+        total = 0.0
+        for start in range(0, Xv.shape[0], step):
+            xb, yb = Xv[start:start + step], yv[start:start + step]
+            m, v = _output_moments(layers, xb.repeat(n_draws, 1), act, gen)
+            var = (v + s2).reshape(n_draws, -1)
+            logp = -0.5 * (_LOG_2PI + torch.log(var) + (yb - m.reshape(n_draws, -1)) ** 2 / var)
+            total += float((math.log(n_draws) - torch.logsumexp(logp, dim=0)).sum())
+        return total / Xv.shape[0]
+
     # ------------------------------------------------------------------ predict
     @torch.no_grad()
     def sample_functions(self, X, n_samples=None, *, random_state=0) -> np.ndarray:
         """g(x; w_s) for S joint weight draws w_s ~ q, in y units: (S, N)."""
-        X = validate_predict_data(self, X, fitted_attributes=["q_"])
+        Xs = self._standardise(X, ["q_"])
         S = self.n_samples if n_samples is None else check_int(n_samples, "n_samples", min_value=1)
         dev = self.q_["W_mu.0"].device
         f64 = dict(dtype=torch.float64, device=dev)
-        gen = torch.Generator(device=dev).manual_seed(_seed(random_state))
-        Xs = torch.as_tensor((X - self.x_mean_) / self.x_scale_, **f64)
+        gen = torch.Generator(device=dev).manual_seed(seed_base(random_state))
+        Xs = torch.as_tensor(Xs, **f64)
         act = ACTIVATIONS[self.activation]
-        width = max((Xs.shape[1], *self._settings()["hidden"], 1))
+        width = max((Xs.shape[1], *check_widths(self.hidden), 1))
         step = max(1, (1 << 23) // max(1, Xs.shape[0] * width))  # draws per chunk: <= 64 MB activations
         out = []
         for start in range(0, S, step):
@@ -283,59 +365,40 @@ class MeanFieldVIRegressor(RegressorMixin, BaseEstimator):
         var = np.full(f.shape, self.noise_sd_**2)
         return GaussianMixture(np.full(f.shape[1], 1.0 / f.shape[1]), f, var, noise_variances=var)
 
-    def predict(self, X) -> np.ndarray:
-        """Predictive mean (1/S) sum_s g(x; w_s), y units, (N,)."""
-        return self.predict_distribution(X).mean
-
     # ------------------------------------------------------------------ persistence
-    def save(self, path) -> None:
-        """Write the fitted model to ``path`` (safetensors tensors + JSON settings; atomic; no pickle)."""
-        check_fitted(self, ["q_"])
-        fitted = dict(n_features_in=int(self.n_features_in_), n_layers=int(self.n_layers_),
-                      noise_sd=float(self.noise_sd_), y_mean=float(self.y_mean_), y_scale=float(self.y_scale_),
-                      n_train=int(self.n_train_), feature_names_in=io.feature_names_json(self))
+    def _state(self) -> tuple[dict[str, torch.Tensor], dict]:
+        fitted = dict(self._common_fitted(), **self._training_fitted(), n_layers=int(self.n_layers_),
+                      noise_sd=float(self.noise_sd_))
         tensors = {f"q.{k}": v for k, v in self.q_.items()}
-        for key in ("x_mean", "x_scale", "loss_curve"):
+        tensors.update(self._scaling_tensors())
+        for key in ("loss_curve", "validation_curve"):
             tensors[key] = torch.as_tensor(np.asarray(getattr(self, key + "_"), dtype=np.float64))
-        io.save_tensors(path, tensors, type(self).__name__, {"params": io.json_params(self), "fitted": fitted})
+        return tensors, {"params": io.json_params(self), "fitted": fitted}
 
     @classmethod
-    def load(cls, path, *, device=None) -> "MeanFieldVIRegressor":
-        """Read a model written by `save`; ``device`` overrides the saved device setting.
-        A corrupted, truncated or foreign file raises ``ValueError``."""
-        tensors, settings = io.load_tensors(path, cls.__name__, device="cpu")
-        with io.rebuilding(path, cls.__name__):
-            fitted = settings["fitted"]
-            est = cls(**io.params_from_json(settings["params"], device=device))
-            s = est._settings()
-            p = int(fitted["n_features_in"])
-            widths = (p, *s["hidden"], 1)
-            n_layers = int(fitted["n_layers"])
-            q = {k[len("q."):]: v.to(s["device"], torch.float64) for k, v in tensors.items() if k.startswith("q.")}
-            expected = {}
-            for layer, (k_in, k_out) in enumerate(zip(widths[:-1], widths[1:])):
-                expected.update({f"W_mu.{layer}": (k_in, k_out), f"W_sd.{layer}": (k_in, k_out),
-                                 f"b_mu.{layer}": (k_out,), f"b_sd.{layer}": (k_out,)})
-            est.q_ = q
-            est.n_layers_ = n_layers
-            est.noise_sd_ = float(fitted["noise_sd"])
-            est.y_mean_, est.y_scale_ = float(fitted["y_mean"]), float(fitted["y_scale"])
-            est.n_train_ = int(fitted["n_train"])
-            est.x_mean_, est.x_scale_ = tensors["x_mean"].double().numpy(), tensors["x_scale"].double().numpy()
-            est.loss_curve_ = tensors["loss_curve"].double().numpy()
-            est.n_features_in_ = p
-            io.set_feature_names(est, fitted.get("feature_names_in"))
-            shapes_ok = (n_layers == len(widths) - 1 and set(q) == set(expected)
-                         and all(tuple(q[k].shape) == shape for k, shape in expected.items())
-                         and est.x_mean_.shape == (p,) and est.x_scale_.shape == (p,) and est.loss_curve_.ndim == 1)
-        if not shapes_ok:
-            raise ValueError(f"{path} is a {cls.__name__} file with inconsistent tensor shapes (corrupted?)")
+    def _from_state(cls, tensors, settings, *, device=None, where="", **kwargs) -> "MeanFieldVIRegressor":
+        fitted, params = settings["fitted"], dict(settings["params"])
+        if "validation_fraction" not in params:  # written before validated fitting: fitted on every row
+            params["validation_fraction"] = 0.0
+        est = cls(**io.params_from_json(params, device=device))
+        s = est._settings()
+        p = est._restore_common(fitted)
+        widths = (p, *s["hidden"], 1)
+        n_layers = int(fitted["n_layers"])
+        q = {k[len("q."):]: v.to(s["device"], torch.float64) for k, v in tensors.items() if k.startswith("q.")}
+        expected = {}
+        for layer, (k_in, k_out) in enumerate(zip(widths[:-1], widths[1:])):
+            expected.update({f"W_mu.{layer}": (k_in, k_out), f"W_sd.{layer}": (k_in, k_out),
+                             f"b_mu.{layer}": (k_out,), f"b_sd.{layer}": (k_out,)})
+        if not (n_layers == len(widths) - 1 and set(q) == set(expected)
+                and all(tuple(q[k].shape) == shape for k, shape in expected.items())):
+            raise RuntimeError("inconsistent tensor shapes: the variational parameters do not fit the settings")
+        est._restore_scaling(tensors, fitted, p)
+        est.q_, est.n_layers_ = q, n_layers
+        est.noise_sd_ = float(fitted["noise_sd"])
+        est.loss_curve_ = tensors["loss_curve"].double().numpy()
+        if est.loss_curve_.ndim != 1:
+            raise RuntimeError(f"inconsistent tensor shapes: the loss curve is {tuple(est.loss_curve_.shape)}")
+        est._restore_training(fitted, tensors, est.loss_curve_.size)
         est.diagnostics_ = est._diagnostics()
         return est
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False
-        tags.target_tags.single_output = True
-        tags.target_tags.multi_output = False
-        return tags
