@@ -45,7 +45,6 @@ CLI_SETTINGS = {
     "DeepNoiseRegressor": dict(hidden=(20, 20), n_chains=2, n_burnin=2000, n_keep=2000, thin=20, init="sgd",
                                sgd_epochs=300),
     "DeepNoiseSGDRegressor": dict(epochs=300, batch_size=100),
-    "MeanFieldVIRegressor": dict(hidden=(50, 50), epochs=300),
 }
 
 
@@ -111,9 +110,15 @@ METHODS: dict[str, Method] = {
     ),
     "mfvi": Method(
         "mfvi",
-        "mean-field Gaussian VI over the weights (Bayes by backprop), 2x50 hard tanh, 300 epochs",
+        "mean-field Gaussian VI over the weights (Bayes by backprop), 4x50 hard tanh, early stopping",
         _baseline("MeanFieldVIRegressor"),
         "Blundell et al. 2015",
+    ),
+    "hyvi": Method(
+        "hyvi",
+        "FuNN-HyVI: hypernetwork implicit VI, k-NN KL in predictor space, learned noise, early stopping",
+        _baseline("HyperVIRegressor"),
+        "Pequignot et al.",
     ),
     "icnlm": Method(
         "icnlm",
