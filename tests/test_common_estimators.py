@@ -153,3 +153,26 @@ def test_classifier_checks(estimator, check):
     ValueError naming the class (check_labels), a continuous y raises "Unknown label type: continuous",
     and a row's prediction does not depend on the other rows (MC masks shared by all inputs)."""
     check(estimator)
+
+
+def test_every_estimator_derives_from_the_one_base():
+    """Every public regressor / classifier of dubito is a DubitoRegressor / DubitoClassifier, so
+    input checks, device, persistence hooks and tags come from one place; each implements its own
+    _state / _from_state (the base's raise NotImplementedError). AutoLabeler and the CRF are
+    procedures over a trained classifier, not scikit-learn estimators."""
+    import inspect
+
+    import dubito.classification as cls_pkg
+    import dubito.regression as reg_pkg
+    from dubito._estimator import DubitoClassifier, DubitoEstimator, DubitoRegressor
+
+    regressors = [getattr(reg_pkg, name) for name in reg_pkg.__all__]
+    classifiers = [c for c in (getattr(cls_pkg, name) for name in cls_pkg.__all__)
+                   if inspect.isclass(c) and hasattr(c, "predict_proba")]
+    assert len(regressors) == 11 and {c.__name__ for c in classifiers} == {
+        "MCDropoutClassifier", "DeepEnsembleClassifier", "KFACLaplace"}
+    for base, group in ((DubitoRegressor, regressors), (DubitoClassifier, classifiers)):
+        for c in group:
+            assert issubclass(c, base), c.__name__
+            assert c._state is not DubitoEstimator._state and c._from_state is not DubitoEstimator._from_state, c.__name__
+            assert c.save is DubitoEstimator.save, c.__name__  # one writer: _state -> safetensors + JSON
