@@ -73,6 +73,7 @@ from dubito.nn.batched import (
 from dubito.predictive.mixture import GaussianMixture
 from dubito.regression._gamma import augment_bias, feature_sums
 from dubito.search_space import Choice, Float
+from dubito.variance_scale import fit_variance_scale
 from dubito.training_checkpoint import (
     check_resume,
     estimator_settings,
@@ -105,6 +106,10 @@ DROP_EPOCHS = 5
 #: Minimum number of training rows: the target is standardised by its standard deviation,
 #: which needs at least 2 rows (and 2 distinct values). Fewer is refused at ``fit``.
 MIN_SAMPLES = 2
+
+#: ``variance_scaling``: "heldout" multiplies every component variance by the MAP scale fitted on
+#: the held-out rows (`dubito.variance_scale`; 1 without held-out rows); "none" keeps the members'.
+VARIANCE_SCALINGS = ("heldout", "none")
 
 #: The class name recorded in a training checkpoint (`dubito.training_checkpoint`).
 _CHECKPOINT_KIND = "DeepEnsembleTrainingCheckpoint"
@@ -335,10 +340,17 @@ class DeepEnsembleRegressor(DubitoRegressor):
         own stream of ``random_state``) to stop each member early on its held-out NLL and keep
         its best epoch (`dubito.early_stopping`; 0.1 is scikit-learn's MLPRegressor default).
         They are not refitted. 0: train on every row for ``epochs`` epochs (the paper). The
-        defaults cover 0.91-1.00 at 95 % on diabetes splits 0-9 (mean 0.97), against 0.64-0.84
+        defaults cover 0.91-1.00 at 95 % on diabetes splits 0-9 (mean 0.967), against 0.64-0.84
         (mean 0.76) for the paper's 60 fixed epochs on every row.
     patience : int, default 20
         Epochs without a better held-out NLL before a member stops (`dubito.early_stopping`).
+    variance_scaling : {"heldout", "none"}, default "heldout"
+        "heldout": after training, every component variance (aleatoric and epistemic alike) is
+        multiplied by one scale c fitted on the held-out rows by their NLL with a log-normal
+        prior (`dubito.variance_scale`: sigma scaling, Laves et al. 2020; an ensemble of
+        calibrated members is under-confident, Rahaman & Thiery 2021). Without held-out rows
+        c = 1. Naval split 0: c = 0.082, coverage@95 0.999 -> 0.986, NLL -6.51 -> -7.06;
+        diabetes splits 0-9: mean coverage 0.969 -> 0.967, NLL 5.43 either way.
 
     Fitted attributes
     -----------------
@@ -351,6 +363,7 @@ class DeepEnsembleRegressor(DubitoRegressor):
     best_epoch_ : (L,) the epoch (from 1) whose weights each member keeps; stopped_by_ :
     "patience" (every member stopped by the rule) or "cap" (``epochs`` came first, or no
     held-out share). ``n_train_`` counts the rows trained on (held-out rows excluded).
+    variance_scale_ : float, the c every predictive variance is multiplied by (1: no scaling).
 
     Training runs in float32; gamma and all predictions in float64 (spec P13). Inputs and
     targets are standardised internally with the training mean and (population) standard
@@ -386,6 +399,7 @@ class DeepEnsembleRegressor(DubitoRegressor):
         checkpoint_every=10,
         validation_fraction=DEFAULT_VALIDATION_FRACTION,
         patience=DEFAULT_PATIENCE,
+        variance_scaling="heldout",
     ):
         self.n_members = n_members
         self.hidden = hidden
@@ -405,6 +419,7 @@ class DeepEnsembleRegressor(DubitoRegressor):
         self.checkpoint_every = checkpoint_every
         self.validation_fraction = validation_fraction
         self.patience = patience
+        self.variance_scaling = variance_scaling
 
     # ------------------------------------------------------------------ settings
     def _settings(self) -> dict:
@@ -428,6 +443,7 @@ class DeepEnsembleRegressor(DubitoRegressor):
             checkpoint_every=check_int(self.checkpoint_every, "checkpoint_every", min_value=1),
             validation_fraction=check_validation_fraction(self.validation_fraction),
             patience=check_patience(self.patience),
+            variance_scaling=check_choice(self.variance_scaling, "variance_scaling", VARIANCE_SCALINGS),
         )
 
     # ------------------------------------------------------------------ fit
@@ -492,6 +508,9 @@ class DeepEnsembleRegressor(DubitoRegressor):
         self.lambda_prior_ = float(lam_prior)
         self.loss_curve_ = curve
         self.gammas_ = self._compute_gammas(Xs)
+        self.variance_scale_ = 1.0
+        if s["variance_scaling"] == "heldout" and val_rows.size:
+            self.variance_scale_ = fit_variance_scale(self.predict_distribution(X[val_rows]), y[val_rows])
         return self
 
     def _checkpoint(self, X, y, every: int, resume: bool) -> MemberCheckpoint | None:
@@ -550,7 +569,7 @@ class DeepEnsembleRegressor(DubitoRegressor):
             means.append(mean.T.cpu())
             noise.append(var.T.cpu())
             terms.append((gam[:, None] * hn2).T.cpu())
-        s2 = self.y_scale_**2
+        s2 = self.y_scale_**2 * self.variance_scale_
         return MemberComponents(
             means=torch.cat(means).numpy() * self.y_scale_ + self.y_mean_,
             noise_variances=torch.cat(noise).numpy() * s2,
@@ -595,7 +614,8 @@ class DeepEnsembleRegressor(DubitoRegressor):
         if self.random_bias:
             h = augment_bias(h)
         mean, var, h = mean.cpu().numpy(), var.cpu().numpy(), h.cpu().numpy()  # (k,N), (k,N), (k,N,p)
-        sd_w = np.sqrt(self.gammas_[:k]) if correction == "bayes" else np.zeros(k)
+        var = var * self.variance_scale_
+        sd_w = np.sqrt(self.gammas_[:k] * self.variance_scale_) if correction == "bayes" else np.zeros(k)
         N, p = h.shape[1], h.shape[2]
         out = np.empty((n_samples, N))
         step = max(1, (1 << 22) // max(1, N * p))
@@ -615,7 +635,7 @@ class DeepEnsembleRegressor(DubitoRegressor):
         settings ``params`` and ``fitted`` (the common and training records, lambda_prior,
         weight_decay)."""
         fitted = dict(self._common_fitted(), **self._training_fitted(), lambda_prior=self.lambda_prior_,
-                      weight_decay=self.weight_decay_)
+                      weight_decay=self.weight_decay_, variance_scale=self.variance_scale_)
         tensors = {f"net.{k}": v for k, v in self.net_.state_dict().items()}
         tensors["gammas"] = torch.as_tensor(self.gammas_, dtype=torch.float64)
         tensors.update(self._scaling_tensors())
@@ -629,7 +649,9 @@ class DeepEnsembleRegressor(DubitoRegressor):
         validated fitting no held-out record (every member ran to the cap). Shapes that do not fit
         together raise RuntimeError (one ValueError from `load`)."""
         fitted = settings["fitted"]
-        est = cls(**io.params_from_json(settings["params"], device=device))
+        params = io.params_from_json(settings["params"], device=device)
+        params.setdefault("variance_scaling", "none")  # files written before variance scaling
+        est = cls(**params)
         s = est._settings()
         L = s["n_members"]
         p = est._restore_common(fitted)
@@ -642,6 +664,7 @@ class DeepEnsembleRegressor(DubitoRegressor):
         est.loss_curve_ = tensors["loss_curve"].double().numpy()
         est.lambda_prior_ = float(fitted["lambda_prior"])
         est.weight_decay_ = float(fitted["weight_decay"])
+        est.variance_scale_ = float(fitted.get("variance_scale", 1.0))  # files before variance scaling: 1
         est._restore_training(fitted, tensors, len(est.loss_curve_), n_units=L)
         if not (est.gammas_.shape == (L,) and est.best_epoch_.shape == (L,)
                 and est.validation_curve_.ndim == 2 and est.validation_curve_.shape[1] == L):
