@@ -2,6 +2,7 @@
 
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from dubito.experiments import leaderboard as lb
@@ -18,7 +19,7 @@ def test_grids(uci_dir, monkeypatch):
     assert [(c.dataset, c.method, c.split) for c in quick] == [("yacht", "ensemble", 0), ("yacht", "ensemble-tuned", 0)]
     paper = E.cells("paper")
     # the costly methods run on the first 5 splits of each set (protein has only 5)
-    full = len(lb.METHODS) - len(lb.FIRST_SPLITS_ONLY)
+    full = len(lb.METHODS) + len(lb.PEERS) - len(lb.FIRST_SPLITS_ONLY)
     assert len(paper) == full * (8 * 20 + 5) + len(lb.FIRST_SPLITS_ONLY) * 9 * 5
     assert {c.split for c in paper if c.method == "deepnoise"} == set(range(5))
     assert {entry for entry, _ in lb.METHODS.values()} <= set(REGISTRY)  # every row is a CLI method
@@ -75,3 +76,39 @@ def test_first_split_methods_are_marked_and_not_counted():
     text = "\n".join(lb.report_sections(rows, E.preset("paper")))
     assert "| deepnoise* |" in text and "deepnoise 0/9" not in text and "not met" in text
     assert "| boston | 2.24 | 3 (n=1) | 1.24 (n=1) | ensemble |" in text
+
+
+def test_peer_rows_are_shown_but_not_counted():
+    rows = [_row(d, "ngboost", lb.TARGET_NLL[d] - 1.0) for d in lb.TARGET_NLL] + [_row("boston", "ensemble", 3.0)]
+    text = "\n".join(lb.report_sections(rows, E.preset("defaults")))
+    assert "| ngboost* |" in text and "ngboost 0/9" not in text and "not met" in text
+    assert "| boston | 2.24 | 3 (n=1) | 1.24 (n=1) | ensemble |" in text
+
+
+def test_ngboost_peer_without_ngboost_says_how_to_install(monkeypatch):
+    import sys
+
+    from dubito.experiments.peers import NGBoostPeer
+
+    monkeypatch.setitem(sys.modules, "ngboost", None)  # import ngboost -> ImportError
+    with pytest.raises(ImportError, match="pip install ngboost"):
+        NGBoostPeer().fit(np.zeros((10, 2)), np.arange(10.0))
+
+
+def test_ngboost_peer_matches_ngboost_refitted_with_its_stages():
+    """The peer's predictive is NGBoost's Normal (loc, scale^2) refitted on every row with the
+    stages the held-out 20 % chose (runs where ngboost is installed; an optional peer)."""
+    ngboost = pytest.importorskip("ngboost")
+    from ngboost.distns import Normal as NGBNormal
+
+    from dubito.experiments.peers import NGBoostPeer
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = X[:, 0] + 0.3 * rng.normal(size=200)
+    peer = NGBoostPeer(random_state=1).fit(X, y)
+    assert 1 <= peer.n_stages_ <= 2000
+    ref = ngboost.NGBRegressor(Dist=NGBNormal, n_estimators=peer.n_stages_, verbose=False, random_state=1).fit(X, y)
+    pred, dist = peer.predict_distribution(X[:20]), ref.pred_dist(X[:20])
+    np.testing.assert_allclose(pred.mean, dist.params["loc"], rtol=1e-12)
+    np.testing.assert_allclose(pred.var, dist.params["scale"] ** 2, rtol=1e-12)
