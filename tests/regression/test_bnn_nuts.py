@@ -12,6 +12,7 @@ import torch
 from dubito.inference.diagnostics import ConvergenceWarning, ess_bulk
 from dubito.predictive import GaussianMixture
 from dubito.regression.bnn_nuts import NUTSNetworkRegressor
+from tests.old_layout import rewrite_as_older
 
 
 def _linear_data(n=100, seed=0):
@@ -208,17 +209,11 @@ def test_is_a_dubito_regressor():
 def test_file_in_the_layout_before_the_estimator_base_still_loads(small_nuts, tmp_path):
     """Before the estimator base a file held y_mean / y_scale as JSON settings, not tensors, and
     no n_train: it loads to the same predictive and diagnostics."""
-    from dubito import io
 
     est, _, _, Xq, yq = small_nuts
     path = tmp_path / "old.safetensors"
     est.save(path)
-    tensors, settings = io.load_tensors(path, "NUTSNetworkRegressor")
-    fitted = settings["fitted"]
-    for name in ("y_mean", "y_scale"):
-        fitted[name] = float(tensors.pop(name))
-    del fitted["n_train"]
-    io.save_tensors(path, tensors, "NUTSNetworkRegressor", settings)
+    rewrite_as_older(path, "NUTSNetworkRegressor", drop_fitted=("n_train",))
     back = NUTSNetworkRegressor.load(path)
     a, b = est.predict_distribution(Xq), back.predict_distribution(Xq)
     np.testing.assert_array_equal(a.means, b.means)

@@ -7,10 +7,10 @@ import torch
 from scipy.special import logsumexp
 from scipy.stats import norm
 
-from dubito import io
 from dubito._estimator import DubitoRegressor
 from dubito.regression.deepnoise_model import forward_moments
 from dubito.regression.deepnoise_sgd import DeepNoiseNet, DeepNoiseSGDRegressor
+from tests.old_layout import rewrite_as_older
 
 
 def _toy(n, seed):
@@ -186,13 +186,9 @@ def test_file_in_an_older_layout_still_loads(tmp_path, data, era):
     m = _small().fit(X, y)
     path = tmp_path / "old.safetensors"
     m.save(path)
-    tensors, settings = io.load_tensors(path, "DeepNoiseSGDRegressor")
-    fitted = settings["fitted"]
-    for name in ("y_mean", "y_scale"):
-        fitted[name] = float(tensors.pop(name))
-    if era == "before validated fitting":
-        del tensors["validation_curve"], fitted["best_epoch"], fitted["stopped_by"], fitted["n_train"]
-    io.save_tensors(path, tensors, "DeepNoiseSGDRegressor", settings)
+    before = era == "before validated fitting"
+    rewrite_as_older(path, "DeepNoiseSGDRegressor", drop_tensors=("validation_curve",) * before,
+                     drop_fitted=("best_epoch", "stopped_by", "n_train") if before else ())
     back = DeepNoiseSGDRegressor.load(path)
     a, b = m.predict_distribution(X), back.predict_distribution(X)
     np.testing.assert_array_equal(a.means, b.means)

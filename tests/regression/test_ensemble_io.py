@@ -10,6 +10,7 @@ from dubito import io
 from dubito._validation import NotFittedError
 from dubito.data.synthetic import toy2
 from dubito.regression import DeepEnsembleRegressor
+from tests.old_layout import rewrite_as_older
 
 
 @pytest.fixture(scope="module")
@@ -132,13 +133,9 @@ def test_file_in_an_older_layout_still_loads(model_and_data, tmp_path, era):
     est, Xq = model_and_data
     path = tmp_path / "old.safetensors"
     est.save(path)
-    tensors, settings = io.load_tensors(path, "DeepEnsembleRegressor")
-    fitted = settings["fitted"]
-    for name in ("y_mean", "y_scale"):
-        fitted[name] = float(tensors.pop(name))
-    if era == "before validated fitting":
-        del tensors["validation_curve"], fitted["best_epoch"], fitted["stopped_by"]
-    io.save_tensors(path, tensors, "DeepEnsembleRegressor", settings)
+    before = era == "before validated fitting"
+    rewrite_as_older(path, "DeepEnsembleRegressor", drop_tensors=("validation_curve",) * before,
+                     drop_fitted=("best_epoch", "stopped_by") if before else ())
     back = DeepEnsembleRegressor.load(path)
     a, b = est.predict_distribution(Xq), back.predict_distribution(Xq)
     for attr in ("means", "variances", "noise_variances"):
