@@ -42,6 +42,7 @@ __all__ = [
     "check_validation_fraction",
     "copy_best_members",
     "holdout_split",
+    "regression_holdout",
 ]
 
 DEFAULT_VALIDATION_FRACTION = 0.1
@@ -115,6 +116,15 @@ def check_training_target(y_train: np.ndarray, fraction: float, min_samples: int
         raise ValueError(f"validation_fraction={fraction} leaves {y_train.size} training row(s) with "
                          f"{len(np.unique(y_train))} distinct y value(s); at least {min_samples} rows and a "
                          "non-constant y are needed: lower validation_fraction or add rows")
+
+
+def regression_holdout(y: np.ndarray, fraction: float, seed: int, *, min_samples: int,
+                       batch_size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(train_rows, validation_rows) of a regression target ``y`` (`holdout_split`), refusing a draw
+    that leaves too few training rows or a constant target on them (`check_training_target`)."""
+    train_rows, val_rows = holdout_split(len(y), fraction, seed, batch_size=batch_size)
+    check_training_target(y[train_rows], fraction, min_samples)
+    return train_rows, val_rows
 
 
 class EarlyStopping:

@@ -41,9 +41,8 @@ from dubito._validation import (
 from dubito.early_stopping import (
     DEFAULT_VALIDATION_FRACTION,
     check_patience,
-    check_training_target,
     check_validation_fraction,
-    holdout_split,
+    regression_holdout,
 )
 from dubito.predictive.mixture import GaussianMixture
 from dubito.regression.deepnoise_model import (
@@ -296,8 +295,7 @@ class DeepNoiseSGDRegressor(DubitoRegressor):
         seed_init, seed_train, seed_pred, seed_holdout = seeds_from(self.random_state, 4)
         fraction = s["validation_fraction"]
         # no batch check: batch_size is capped at the training rows (its default, [C]'s 1000, exceeds most sets)
-        train_rows, val_rows = holdout_split(X.shape[0], fraction, seed_holdout)
-        check_training_target(y[train_rows], fraction, MIN_SAMPLES)
+        train_rows, val_rows = regression_holdout(y, fraction, seed_holdout, min_samples=MIN_SAMPLES)
         Xs, ys = self._fit_scaling(X[train_rows], y[train_rows])
         self._predict_seed = seed_pred
         device = s["device"]

@@ -67,9 +67,8 @@ from dubito.early_stopping import (
     DEFAULT_PATIENCE,
     DEFAULT_VALIDATION_FRACTION,
     check_patience,
-    check_training_target,
     check_validation_fraction,
-    holdout_split,
+    regression_holdout,
 )
 from dubito.nn.batched import ACTIVATIONS
 from dubito.nn.dropout_mlp import MLP
@@ -208,9 +207,8 @@ class _MLPRegressor(DubitoRegressor):
         # the fifth seed draws the held-out rows; the first four are those of a fit without them
         init_seed, order_seed, dropout_seed, self.predict_seed_, holdout_seed = seeds_from(self.random_state, 5)
         fraction = s["validation_fraction"]
-        train_rows, val_rows = holdout_split(X.shape[0], fraction, holdout_seed,
-                                             batch_size=s["batch_size"] if fraction > 0 else None)
-        check_training_target(y[train_rows], fraction, MIN_SAMPLES)
+        train_rows, val_rows = regression_holdout(y, fraction, holdout_seed, min_samples=MIN_SAMPLES,
+                                                  batch_size=s["batch_size"])
         Xs, ys = self._fit_scaling(X[train_rows], y[train_rows], scalar_x=s["network"] == "cnn")
         p = Xs.shape[1]
         net = self._build_net(s, p, generator=torch.Generator().manual_seed(init_seed))

@@ -59,10 +59,9 @@ from dubito.early_stopping import (
     EarlyStopping,
     best_copy,
     check_patience,
-    check_training_target,
     check_validation_fraction,
     copy_best_members,
-    holdout_split,
+    regression_holdout,
 )
 from dubito.nn.batched import (
     ACTIVATIONS,
@@ -73,7 +72,6 @@ from dubito.nn.batched import (
 from dubito.predictive.mixture import GaussianMixture
 from dubito.regression._gamma import augment_bias, feature_sums
 from dubito.search_space import Choice, Float
-from dubito.variance_scale import fit_variance_scale
 from dubito.training_checkpoint import (
     check_resume,
     estimator_settings,
@@ -81,6 +79,7 @@ from dubito.training_checkpoint import (
     save_training,
 )
 from dubito.training_loop import run_epochs
+from dubito.variance_scale import fit_variance_scale
 
 __all__ = [
     "LR_DROPS",
@@ -463,11 +462,10 @@ class DeepEnsembleRegressor(DubitoRegressor):
         device = s["device"]
         seed = seed_base(self.random_state)
         fraction = s["validation_fraction"]
-        train_rows, val_rows = holdout_split(X.shape[0], fraction, seed,
-                                             batch_size=s["batch_size"] if fraction > 0 else None)
+        train_rows, val_rows = regression_holdout(y, fraction, seed, min_samples=MIN_SAMPLES,
+                                                  batch_size=s["batch_size"])
         X_fit, y_fit = X[train_rows], y[train_rows]
         n, p = X_fit.shape
-        check_training_target(y_fit, fraction, MIN_SAMPLES)
 
         Xs, ys = self._fit_scaling(X_fit, y_fit)
 

@@ -118,10 +118,9 @@ from dubito.early_stopping import (
     EarlyStopping,
     best_copy,
     check_patience,
-    check_training_target,
     check_validation_fraction,
     copy_best_members,
-    holdout_split,
+    regression_holdout,
 )
 from dubito.inference.convergence import diagnostics_dict
 from dubito.metrics.entropy import (
@@ -528,8 +527,7 @@ class HyperVIRegressor(DubitoRegressor):
         init_seed, order_seed, noise_seed, self.predict_seed_, holdout_seed, validation_seed = seeds_from(
             self.random_state, 6)
         fraction = s["validation_fraction"]
-        train_rows, val_rows = holdout_split(X.shape[0], fraction, holdout_seed)
-        check_training_target(y[train_rows], fraction, MIN_SAMPLES)
+        train_rows, val_rows = regression_holdout(y, fraction, holdout_seed, min_samples=MIN_SAMPLES)
         n, p = train_rows.size, X.shape[1]
         if self.standardize:
             Xs, ys = self._fit_scaling(X[train_rows], y[train_rows])

@@ -80,9 +80,8 @@ from dubito.early_stopping import (
     DEFAULT_PATIENCE,
     DEFAULT_VALIDATION_FRACTION,
     check_patience,
-    check_training_target,
     check_validation_fraction,
-    holdout_split,
+    regression_holdout,
 )
 from dubito.inference.convergence import PLATEAU_RTOL, diagnostics_dict, still_improving
 from dubito.nn.batched import ACTIVATIONS
@@ -210,8 +209,7 @@ class MeanFieldVIRegressor(DubitoRegressor):
         base = seed_base(self.random_state)  # seeds what a fit without held-out rows draws
         holdout_seed, validation_seed = seeds_from(base, 2)
         fraction = s["validation_fraction"]
-        train_rows, val_rows = holdout_split(X.shape[0], fraction, holdout_seed)
-        check_training_target(y[train_rows], fraction, MIN_SAMPLES)
+        train_rows, val_rows = regression_holdout(y, fraction, holdout_seed, min_samples=MIN_SAMPLES)
         Xs, ys = self._fit_scaling(X[train_rows], y[train_rows])
         n, p = Xs.shape
         dev = s["device"]
