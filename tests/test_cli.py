@@ -1,4 +1,5 @@
 """The main job end to end: `dubito run` prints the table and writes the report."""
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -87,3 +88,138 @@ def test_run_says_when_an_optimiser_stopped_at_its_cap_and_when_it_converged(tmp
     section = report[report.index("## Convergence"):].split("\n\n")
     assert section[1].startswith("Converged: no chains") and "\n" not in section[1]  # one line
     assert "| stopped_by_cap |" not in report
+
+
+# ---------------------------------------------------------------------- the user's own table (--data FILE)
+def _table(n=40, seed=0):
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(seed)
+    x1, x2 = rng.normal(size=n), rng.uniform(size=n)
+    return pd.DataFrame({"x1": x1, "x2": x2, "flag": x1 > 0, "price": 2.0 * x1 + x2 + 0.1 * rng.normal(size=n)})
+
+
+def _run_file(tmp_path, path, *extra):
+    return runner.invoke(app, ["run", "--data", str(path), "--method", "naive", "--out", str(tmp_path / "r"),
+                               "--quiet", *extra])
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_run_on_a_csv_or_parquet_file(tmp_path, suffix):
+    frame = _table()
+    path = tmp_path / f"houses{suffix}"
+    if suffix == ".csv":
+        frame.to_csv(path, index=False)
+    else:
+        pytest.importorskip("pyarrow")
+        frame.to_parquet(path, index=False)
+    result = _run_file(tmp_path, path, "--target", "price", "--split", "3")
+    assert result.exit_code == 0, result.output
+    assert f"naive on houses{suffix} (split 3: 32 train / 8 test)" in " ".join(result.output.split())
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert "target 'price': 3 features, 40 rows; 20 seeded random 80/20 splits" in report
+    # the numbers: the naive learner predicts N(0, mean(y_train^2)) whatever x is; split 3 of the standard splits
+    from dubito.data import load, random_splits
+
+    ds = load(str(path), target="price")
+    assert ds.feature_names == ["x1", "x2", "flag"] and ds.X[:, 2].tolist() == frame["flag"].astype(float).tolist()
+    train, test = random_splits(40, 20, 0.2, 0)[3]
+    np.testing.assert_array_equal(ds.splits[3][1], test)
+    y = frame["price"].to_numpy()
+    rmse = np.sqrt(np.mean(y[test] ** 2))
+    assert f"| rmse | {rmse:.4g} |" in report
+
+
+def _write(tmp_path, frame, name="t.csv"):
+    path = tmp_path / name
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_run_file_bad_inputs(tmp_path):
+    frame = _table()
+    path = _write(tmp_path, frame)
+    cases = []
+    # the target column is missing: the columns are listed
+    cases.append((["--target", "cost"], path, "column 'cost' is not in t.csv; its columns are: x1, x2, flag, price"))
+    cases.append(([], path, "pass --target column"))
+    # non-numeric features, named with their dtype
+    bad = frame.assign(city=["a", "b"] * 20, zone=["1.5"] * 39 + ["n/a?"])
+    cases.append((["--target", "price"], _write(tmp_path, bad, "cat.csv"),
+                   "non-numeric feature column(s) 'city' (object, e.g. 'a'), 'zone' (object, e.g. 'n/a?')"))
+    cases.append((["--target", "city"], _write(tmp_path, bad, "cat2.csv"), "target column 'city' is not numeric"))
+    # missing values: which columns, how many rows each, how many rows in all
+    holes = frame.copy()
+    holes.loc[[1, 2], "x1"] = np.nan
+    holes.loc[[2, 7], "price"] = np.nan
+    cases.append((["--target", "price"], _write(tmp_path, holes, "na.csv"),
+                  "missing values in column(s) 'x1' (2 rows), 'price' (2 rows); 3 rows of 40 in all"))
+    # --target for a named data set; a file of another format; no file
+    cases.append((["--target", "y"], "diabetes", "--target names the response column of a csv or parquet file"))
+    other = tmp_path / "t.txt"
+    other.write_text("a,b\n1,2\n")
+    cases.append((["--target", "b"], other, "t.txt: unknown table format; dubito reads CSV and Parquet files"))
+    cases.append((["--target", "y"], tmp_path / "absent.csv", "no file at"))
+    for extra, where, message in cases:
+        result = _run_file(tmp_path, where, *extra)
+        assert result.exit_code == 2, (where, result.output)
+        assert message.lower() in " ".join(result.output.split()).lower(), (message, result.output)
+
+
+def test_run_file_without_pandas_or_pyarrow_says_what_to_install(tmp_path, monkeypatch):
+    import sys
+
+    frame = _table()
+    csv = _write(tmp_path, frame)
+    parquet = tmp_path / "t.parquet"
+    pytest.importorskip("pyarrow")
+    frame.to_parquet(parquet)
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow -> ImportError
+    result = _run_file(tmp_path, parquet, "--target", "price")
+    assert result.exit_code == 2 and 'needs pyarrow: pip install "dubito[tabular]"' in result.output
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    result = _run_file(tmp_path, csv, "--target", "price")
+    assert result.exit_code == 2 and 'needs pandas: pip install "dubito[tabular]"' in result.output
+
+
+# ---------------------------------------------------------------------- --version, bench presets, flags
+def test_version():
+    import dubito
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.strip() == f"dubito {dubito.__version__}"
+
+
+def test_every_experiment_has_the_default_bench_preset(monkeypatch):
+    import dubito.experiments as ex
+    import dubito.experiments.runner as runner_module
+    from dubito.cli import default_preset
+
+    for name in ex.available():
+        assert default_preset(name) in ex.get(name).presets, name
+    seen = {}
+
+    def fake_run_grid(experiment, preset, **kwargs):
+        seen[experiment] = preset
+        raise ValueError("stop here")
+
+    monkeypatch.setattr(runner_module, "run_grid", fake_run_grid)
+    for name in ("deepnoise", "uci"):
+        result = runner.invoke(app, ["bench", name, "--quiet"])
+        assert result.exit_code == 2 and "stop here" in result.output
+    assert seen == {"deepnoise": "smoke", "uci": "quick"}  # deepnoise has no `quick`
+    result = runner.invoke(app, ["bench", "deepnoise", "--preset", "paper", "--quiet"])
+    assert seen["deepnoise"] == "paper"
+    out = runner.invoke(app, ["experiments"]).output
+    assert "smoke (default)" in out and "quick (default)" in out
+
+
+@pytest.mark.parametrize("command", [[], ["run"], ["bench"], ["report"], ["store", "export"], ["store"]])
+def test_help_shows_booleans_as_flags(command):
+    result = runner.invoke(app, [*command, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "<bool>" not in result.output
+    assert "--help" in result.output
+    if command in (["run"], ["bench"]):
+        assert "--quiet" in result.output and "[default: quick]" not in result.output
+    if not command:
+        assert "--version" in result.output

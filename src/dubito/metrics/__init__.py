@@ -15,9 +15,12 @@
 * :mod:`dubito.metrics.summary` - ``regression_summary``: one stable dict of all of the above.
 * :mod:`dubito.metrics.thresholds` - the IC-NLM paper's ``accuracy`` within a tolerance, the
   ``matched_thresholds`` that map its 6/2 degrees to other data, and ``error_variance_curve``.
+* :mod:`dubito.metrics.scorers` - scikit-learn scorers of ``predict_distribution`` for
+  ``cross_val_score`` / ``GridSearchCV``: ``nll_scorer``, ``crps_scorer``, ``interval_scorer``,
+  ``coverage_error_scorer`` (and ``SCORERS``, all four by name).
 """
 
-from dubito.metrics import classification, ood
+from dubito.metrics import classification, ood, scorers
 from dubito.metrics.calibration import (
     DEFAULT_LEVELS,
     CalibrationCurve,
@@ -77,6 +80,7 @@ from dubito.metrics.thresholds import (
 __all__ = [
     "ood",
     "classification",
+    "scorers",
     # scoring
     "nll",
     "crps",

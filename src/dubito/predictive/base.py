@@ -5,16 +5,25 @@ scalar response y | x_i. All parameters are float64 numpy arrays on the CPU (est
 compute on their own device and convert once, at the boundary), so metrics, plots and
 reports are plain numpy.
 
-Shapes and broadcasting (the same rule for every method):
+Shapes and broadcasting (every predictive class follows them):
 
-* evaluation points ``y`` for ``log_prob``, ``pdf`` and ``cdf``, and levels ``q`` for
-  ``quantile``:
+* evaluation points ``y`` for ``log_prob``, ``pdf`` and ``cdf``:
     - a scalar            -> the same point for every input, result shape (N,)
     - shape (N,)          -> one point per input,              result shape (N,)
     - shape (N, k)        -> k points per input,               result shape (N, k)
     - shape (1, k)        -> the same k points for every input, result shape (N, k)
   Anything else raises ``ValueError`` naming the shape. (A 1-D array of length k != N is
   refused rather than guessed: use shape (1, k).)
+* levels ``q`` for ``quantile``:
+    - a scalar            -> the same level for every input,   result shape (N,)
+    - shape (k,)          -> the same k levels for every input, result shape (N, k), for
+                             every k, k = N included (``quantile([0.05, 0.5, 0.95])``)
+    - shape (N, k)        -> k levels per input,               result shape (N, k); one
+                             level per input is shape (N, 1)
+    - shape (1, k)        -> the same as (k,)
+  The two rules differ on purpose for a 1-D array: a 1-D ``y`` is the observed responses,
+  one per input (``cdf(y)`` is the PIT, ``log_prob(y)`` the log score), while a 1-D ``q`` is
+  a list of levels, as in ``numpy.quantile`` and ``scipy.stats`` (``ppf``).
 * ``sample(n)`` returns shape (n, N).
 * ``interval(level)`` returns ``(lower, upper)``, each of shape (N,), equal-tailed.
 
@@ -123,8 +132,11 @@ class RegressionPredictive(ABC):
         return out[:, 0] if squeeze else out
 
     def quantile(self, q) -> np.ndarray:
-        """Quantile function F^{-1}(q | x_i) for q in [0, 1] (0 -> -inf, 1 -> +inf)."""
-        q2, squeeze = self._points(q, "q")
+        """Quantile function F^{-1}(q | x_i) for q in [0, 1] (0 -> -inf, 1 -> +inf).
+
+        ``q``: a scalar -> (N,); a (k,) array of levels -> (N, k), the same levels for every
+        input; (N, k) or (1, k) -> (N, k) (module docstring)."""
+        q2, squeeze = self._levels(q)
         if np.any((q2 < 0) | (q2 > 1)) or np.any(np.isnan(q2)):
             raise ValueError("quantile levels q must lie in [0, 1]")
         out = self._quantile(q2)
@@ -188,6 +200,22 @@ class RegressionPredictive(ABC):
         return self._quantile(u).T
 
     # ------------------------------------------------------------------ helpers
+    def _levels(self, q) -> tuple[np.ndarray, bool]:
+        """Quantile levels broadcast to (N, k): a (k,) array is the same k levels for every
+        input (module docstring); a scalar, (N, k) and (1, k) as `_points`."""
+        arr = as_numpy(q, "q")
+        n = len(self)
+        if arr.ndim == 1:
+            if arr.shape[0] == 0:
+                raise ValueError("q holds no levels: pass a scalar or a non-empty (k,) array")
+            return np.broadcast_to(arr[None, :], (n, arr.shape[0])).astype(np.float64, copy=True), False
+        if arr.ndim == 0 or (arr.ndim == 2 and arr.shape[0] in (1, n)):
+            return self._points(arr, "q")
+        raise ValueError(
+            f"q has shape {arr.shape}; expected a scalar, (k,) (the same k levels for every input), "
+            f"({n}, k) or (1, k)"
+        )
+
     def _points(self, y, name: str) -> tuple[np.ndarray, bool]:
         """Broadcast evaluation points to (N, k); report whether to squeeze back to (N,)."""
         arr = as_numpy(y, name)
