@@ -15,6 +15,7 @@ from dubito.regression import (
     DeterministicRegressor,
     HyperVIRegressor,
     ImplicitCopulaRegressor,
+    LastLayerLaplaceRegressor,
     MCDropoutRegressor,
     MeanFieldVIRegressor,
     MixtureDensityRegressor,
@@ -29,6 +30,7 @@ REGRESSORS = [
     DeepEnsembleRegressor(n_members=2, hidden=(16,), epochs=20, batch_size=8, lr=1e-2, progress=False, random_state=0),
     DeterministicRegressor(hidden=(16,), lr=1e-2, epochs=20, batch_size=8, progress=False, random_state=0),
     NaiveRegressor(),
+    LastLayerLaplaceRegressor(hidden=(16,), lr=1e-2, epochs=20, batch_size=8, progress=False, random_state=0),
     MCDropoutRegressor(dropout=0.05, n_samples=10, hidden=(16,), lr=1e-2, epochs=20, batch_size=8, progress=False,
                        random_state=0),
     MixtureDensityRegressor(n_components=3, hidden=(16,), lr=1e-2, epochs=20, batch_size=8, progress=False,
@@ -169,7 +171,7 @@ def test_every_estimator_derives_from_the_one_base():
     regressors = [getattr(reg_pkg, name) for name in reg_pkg.__all__]
     classifiers = [c for c in (getattr(cls_pkg, name) for name in cls_pkg.__all__)
                    if inspect.isclass(c) and hasattr(c, "predict_proba")]
-    assert len(regressors) == 11 and {c.__name__ for c in classifiers} == {
+    assert len(regressors) == 12 and {c.__name__ for c in classifiers} == {
         "MCDropoutClassifier", "DeepEnsembleClassifier", "KFACLaplace"}
     for base, group in ((DubitoRegressor, regressors), (DubitoClassifier, classifiers)):
         for c in group:

@@ -95,6 +95,13 @@ METHODS: dict[str, Method] = {
         _baseline("DeterministicRegressor"),
         "Hoffmann & Klein 2023 (Deterministic DNN)",
     ),
+    "laplace": Method(
+        "laplace",
+        "plain MLP, then a last-layer Laplace: exact Bayesian linear regression on its last hidden layer, "
+        "prior precision and noise by the marginal likelihood",
+        _baseline("LastLayerLaplaceRegressor"),
+        "MacKay 1992; Daxberger et al. 2021 (laplace-torch)",
+    ),
     "deepnoise": Method(
         "deepnoise",
         "B-DeepNoise Gibbs sampler, 2x20 hard tanh, 300-epoch SGD init, 2 chains x (2,000 burn-in + 2,000 "

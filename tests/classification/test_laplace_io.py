@@ -55,8 +55,10 @@ def _assert_same_posterior(a: KFACLaplace, b: KFACLaplace, Xq) -> None:
         assert torch.equal(a.A_[name], b.A_[name]) and torch.equal(a.G_[name], b.G_[name]), name
         assert torch.equal(a.posterior_precision(name), b.posterior_precision(name)), name
     for name in ("n_fit_", "n_classes_", "scale_", "damping_", "delta_", "predict_seed_", "image_shape_",
-                 "n_features_in_"):
+                 "n_features_in_", "prior_precision_", "log_likelihood_", "log_marginal_likelihood_"):
         assert getattr(a, name) == getattr(b, name), name
+    if a.log_likelihood_ is not None:  # the evidence is rebuilt from the saved factors and weights
+        assert b.log_marginal_likelihood() == pytest.approx(a.log_marginal_likelihood(), rel=1e-12)
     np.testing.assert_array_equal(a.classes_, b.classes_)
     for rs in (None, 5):
         pa, pb = a.predict_distribution(Xq, random_state=rs), b.predict_distribution(Xq, random_state=rs)

@@ -7,6 +7,7 @@ from dubito.regression.deterministic import DeterministicRegressor, NaiveRegress
 from dubito.regression.dropout import MCDropoutRegressor
 from dubito.regression.ensemble import DeepEnsembleRegressor
 from dubito.regression.hyper_vi import HyperVIRegressor
+from dubito.regression.last_layer_laplace import LastLayerLaplaceRegressor
 from dubito.regression.mdn import MixtureDensityRegressor
 from dubito.regression.mean_field_vi import MeanFieldVIRegressor
 
@@ -17,6 +18,7 @@ __all__ = [
     "DeterministicRegressor",
     "HyperVIRegressor",
     "ImplicitCopulaRegressor",
+    "LastLayerLaplaceRegressor",
     "MCDropoutRegressor",
     "MeanFieldVIRegressor",
     "MixtureDensityRegressor",
