@@ -152,7 +152,7 @@ def test_wrap_and_from_features_agree():
     model = _torch_model()
     with torch.no_grad():
         psi = model[:4](torch.as_tensor(X)).numpy()
-    a = ImplicitCopulaRegressor.wrap(model, "3", X, y, **FAST)
+    a = ImplicitCopulaRegressor.wrap(model, "3", X, y, constant_feature=False, **FAST)  # the paper's psi
     b = ImplicitCopulaRegressor.from_features(psi, y, **FAST)
     assert a.feature_source_ == "wrapped" and b.feature_source_ == "features"
     np.testing.assert_array_equal(a.train_features_, b.train_features_)

@@ -46,7 +46,7 @@ def _fit(source, prior, inference, **kw):
             return ImplicitCopulaRegressor(hidden=(8,), n_features=4, epochs=2, lr=1e-2, **settings).fit(X, y)
         model = _torch_model()
         if source == "wrapped":
-            return ImplicitCopulaRegressor.wrap(model, "3", X, y, **settings)
+            return ImplicitCopulaRegressor.wrap(model, "3", X, y, constant_feature=False, **settings)
         with torch.no_grad():
             psi = model[:4](torch.as_tensor(X)).numpy()
         return ImplicitCopulaRegressor.from_features(psi, y, **settings)
@@ -156,7 +156,7 @@ def test_wrapped_model_must_be_passed_again(tmp_path):
     est.save(path)
     with pytest.raises(ValueError, match=r"feature layer '3'.*load\(path, model=your_model\)"):
         ImplicitCopulaRegressor.load(path)
-    with pytest.raises(ValueError, match=r"feature_layer '3' is not a submodule"):
+    with pytest.raises(ValueError, match=r"layer '3' is not a submodule"):
         ImplicitCopulaRegressor.load(path, model=torch.nn.Sequential(torch.nn.Linear(3, 1)))
     with pytest.raises(TypeError, match="torch.nn.Module"):
         ImplicitCopulaRegressor.load(path, model="model")

@@ -2,8 +2,9 @@
 
 Everything returns `dubito.predictive.ClassPredictive`:
 
-* MC-dropout classifiers with Bernoulli, concrete or Multi-Drop dropout (`MCDropoutClassifier`,
-  `wrap` for any torch classifier) and deep ensembles of them (`DeepEnsembleClassifier`);
+* MC-dropout classifiers with Bernoulli, concrete or Multi-Drop dropout (`MCDropoutClassifier`;
+  ``MCDropoutClassifier.wrap(model)`` for any trained torch classifier, ready to predict; the
+  function `wrap` is deprecated) and deep ensembles of them (`DeepEnsembleClassifier`);
 * a Kronecker-factored Laplace posterior over any classifier's head layers (`KFACLaplace`);
 * auto-labelling of a shifted target domain by the least uncertain predictions (`AutoLabeler`,
   `select`, `precision_coverage`);

@@ -7,8 +7,10 @@ Model. A network with dropout layers (`dubito.nn.concrete_dropout.BernoulliDropo
 `~dubito.nn.concrete_dropout.ConcreteDropout`, `dubito.nn.multidrop.MultiDrop`, or PyTorch's
 ``nn.Dropout``) and a softmax likelihood p(y = d | x, ω) = softmax(f(x; ω))_d (eq. 2.1). The built-in
 networks are those of `dubito.classification.networks` (the thesis's head at the spec's §5.2
-width, on an MLP or 2-conv CNN feature block); ``network`` may also be any torch classifier
-(``wrap``), e.g. a pretrained backbone with a new head.
+width, on an MLP or 2-conv CNN feature block); ``network`` may also be any torch classifier,
+e.g. a pretrained backbone with a new head. ``MCDropoutClassifier.wrap(model)`` MC-samples a
+trained classifier as it is, with no ``fit`` (its own dropout layers, or one put before its head);
+its inputs may be arrays, tensors (any device) or DataLoaders (`dubito.nn.feature_layer`).
 
 Training loss (per example; mean minibatch cross-entropy, so every KL term is divided by N,
 spec §2.3-2.4 and pitfall 4):
@@ -92,6 +94,7 @@ itself is not changed); loading such a file without ``network`` raises ValueErro
 from __future__ import annotations
 
 import copy
+import warnings
 
 import numpy as np
 import torch
@@ -129,6 +132,7 @@ from dubito.nn.concrete_dropout import (
     regularization,
     regularized_parameters,
 )
+from dubito.nn.feature_layer import find_feature_layer, input_batches
 from dubito.nn.pilotnet import check_image_shape
 from dubito.predictive.classes import ClassPredictive
 from dubito.training_loop import module_snapshots, run_epochs
@@ -419,6 +423,69 @@ class MCDropoutClassifier(DubitoClassifier):
         """Flat rows -> (n, C, H, W) when the network takes images (``image_shape_``)."""
         return x if self.image_shape_ is None else x.reshape(x.shape[0], *self.image_shape_)
 
+    # ------------------------------------------------------------------ wrap
+    @classmethod
+    def wrap(cls, model: nn.Module, *, classes=None, dropout: str = "bernoulli", insert_dropout: bool = False,
+             **params) -> MCDropoutClassifier:
+        """MC dropout around a user's trained torch classifier ``model`` ((B, ...) -> (B, K) logits),
+        ready to predict without a training call.
+
+        The model must hold dropout layers (ours or ``nn.Dropout``), which the T passes sample
+        (Gal & Ghahramani 2016); ``insert_dropout=True`` instead puts ``dropout`` ("bernoulli", at
+        the fixed rate ``p`` = 0.1 unless given) on the input of a copy of its head (its last
+        ``nn.Linear``), the model itself is not changed. Without either: ValueError (T identical
+        passes would be no MC dropout).
+
+        K: ``len(classes)`` when ``classes`` (the labels ``predict`` returns, default 0..K-1) is
+        given, else ``n_classes``, else the ``out_features`` of the last ``nn.Linear``; the logits'
+        width is checked at prediction. X for ``predict_proba`` / ``predict_distribution``: what the
+        model takes, as a numpy array, a torch tensor (any device) or a non-shuffling
+        ``DataLoader`` (floating inputs cast to the model's dtype and moved to its device; flat
+        rows reshaped to ``image_shape`` when given). The model is used by reference, as it is
+        (no input standardisation: ``standardize=True`` is refused, it needs ``fit``). ``fit(X, y)``
+        still trains a copy from these weights (``epochs=0`` trains nothing), as
+        ``MCDropoutClassifier(network=model)``. A wrapped, unfitted model cannot be ``save``-d:
+        it is your module (save its ``state_dict``) and wrapping trains nothing.
+        """
+        if not isinstance(model, nn.Module):
+            raise ValueError(f"wrap needs a torch nn.Module, got {type(model).__name__}")
+        est = cls(dropout=dropout, network=model, insert_dropout=insert_dropout, **params)
+        s = est._settings()
+        if s["dropout"] == "none":
+            raise ValueError("wrap is for MC dropout: dropout must be 'bernoulli', 'concrete' or 'multidrop'")
+        if est.standardize is True:
+            raise ValueError("standardize=True needs the training inputs' mean and sd, which a wrapped model does not "
+                             "have: wrap uses the model on X as given; to train with standardised inputs use "
+                             "MCDropoutClassifier(network=model, standardize=True).fit(X, y)")
+        if not insert_dropout and not dropout_modules(model):
+            raise ValueError(
+                f"the model ({type(model).__name__}) has no dropout layers (nn.Dropout, ConcreteDropout, MultiDrop, "
+                "BernoulliDropout), so MC dropout would return T identical passes: pass insert_dropout=True to put "
+                f"{dropout!r} dropout before its head, or add dropout layers yourself")
+        net = model
+        if insert_dropout:  # on a copy: the user's model is not changed
+            net = copy.deepcopy(model)
+            _insert_dropout(net, s["dropout"], **est._dropout_kwargs(s))
+        est.classes_, est.n_classes_ = _wrapped_classes(net, classes, s["n_classes"])
+        est.net_ = net
+        est.wrapped_ = True
+        est.image_shape_ = s["image_shape"]
+        est.predict_seed_ = seeds_from(est.random_state, 4)[3]  # fit's prediction stream
+        est.dropout_rates_ = dropout_rates(net)
+        est.n_train_ = 0
+        est.loss_curve_ = np.zeros(0)
+        est.validation_curve_ = np.zeros(0)
+        est.rate_history_ = np.asarray([est.dropout_rates_], dtype=np.float64).reshape(1, -1)
+        est.best_epoch_ = 0
+        est.stopped_by_ = "cap"
+        return est
+
+    def _wrapped_inputs(self, X, rows: int):
+        """Batches of a wrapped model's inputs (`dubito.nn.feature_layer.input_batches`), flat rows
+        reshaped to ``image_shape`` when given."""
+        return (self._shape_input(x) if (self.image_shape_ is not None and x.dim() == 2) else x
+                for x in input_batches(self.net_, X, batch_size=rows))
+
     # ------------------------------------------------------------------ fit
     def fit(self, X, y, *, validation_data=None):
         """Train on X (n, p) and labels y in 0..K-1, early-stopping on held-out rows (module docstring).
@@ -463,6 +530,7 @@ class MCDropoutClassifier(DubitoClassifier):
         with self._rng(train_seed, dev):
             self._train(net, X, y, Xv, yv, s)
         self.net_ = net.eval()
+        self.wrapped_ = False
         self.dropout_rates_ = dropout_rates(net)
         return self
 
@@ -634,7 +702,9 @@ class MCDropoutClassifier(DubitoClassifier):
         one sampled network for every row (`mc_logits`), drawn once for all chunks of
         ``predict_batch_size`` rows, so a row's draws do not depend on the other rows of X (with our
         dropout layers; not with PyTorch's ``nn.Dropout`` in a user network, see the module docstring)."""
-        X = self._validate_predict(X, fitted_attributes=["net_"])
+        wrapped = getattr(self, "wrapped_", False)
+        if not wrapped:
+            X = self._validate_predict(X, fitted_attributes=["net_"])
         t = self.n_samples if n_samples is None else n_samples
         t = check_int(t, "n_samples", min_value=1)
         deterministic = self.dropout == "none"
@@ -642,24 +712,28 @@ class MCDropoutClassifier(DubitoClassifier):
             t = 1
         seed = self.predict_seed_ if random_state is None else seeds_from(random_state, 1)[0]
         net = self.net_
-        dev = next(net.parameters()).device
+        dev = next((t.device for t in (*net.parameters(), *net.buffers())), torch.device("cpu"))
         out = []
         rows = self.predict_batch_size
         if rows is None:
             rows = 4096 if deterministic else max(1, 1024 // t)
         rows = check_int(rows, "predict_batch_size", min_value=1)
         noise = MCNoise(t)  # one draw of the T masks for every chunk: a row's passes do not depend on the chunking
+        batches = (self._wrapped_inputs(X, rows) if wrapped else
+                   (self._tensor(X[start : start + rows]) for start in range(0, X.shape[0], rows)))
         with self._rng(seed, dev):
-            for start in range(0, X.shape[0], rows):
-                x = self._tensor(X[start : start + rows])
+            for x in batches:
                 if deterministic:
                     with torch.no_grad():
                         out.append(net.eval()(x).unsqueeze(0).cpu())
                 else:
                     out.append(mc_logits(net, x, t, expand=self.mc_expand, noise=noise).cpu())
+                if wrapped and (out[-1].dim() != 3 or out[-1].shape[-1] != self.n_classes_):
+                    raise ValueError(f"the wrapped model returned logits of shape {tuple(out[-1].shape[1:])}, not "
+                                     f"(batch, K) with K = {self.n_classes_} classes")
         if not out:
             return np.zeros((t, 0, self.n_classes_), dtype=np.float32)
-        return torch.cat(out, dim=1).numpy()
+        return torch.cat(out, dim=1).float().numpy()
 
     def predict_distribution(self, X, *, n_samples: int | None = None, random_state=None) -> ClassPredictive:
         """`ClassPredictive` from the T MC-dropout passes at X (module docstring)."""
@@ -680,6 +754,10 @@ class MCDropoutClassifier(DubitoClassifier):
         `DeepEnsembleClassifier` and `KFACLaplace`, under a prefix). A user network's weights are
         saved with its class name; `load` then needs ``network=`` (module docstring)."""
         check_fitted(self, ["net_"])
+        if getattr(self, "wrapped_", False):
+            raise ValueError("this model was made by MCDropoutClassifier.wrap and not fitted: it is your torch module as "
+                             "is, so save that (torch.save(model.state_dict())) and wrap it again after loading "
+                             "(wrapping trains nothing); or fit it first, then save")
         # clone: a module registered twice (a wrapped head) shares storage, which safetensors refuses
         tensors = {f"net.{k}": v.detach().clone() for k, v in self.net_.state_dict().items()}
         for name in _FITTED_TENSORS:
@@ -748,16 +826,41 @@ class MCDropoutClassifier(DubitoClassifier):
         return tags
 
 
-def wrap(model: nn.Module, *, dropout: str = "bernoulli", insert_dropout: bool = False, **params) -> MCDropoutClassifier:
-    """An `MCDropoutClassifier` around a user's torch classifier ``model`` ((B, ...) -> (B, K) logits).
+def _wrapped_classes(net: nn.Module, classes, n_classes: int | None) -> tuple[np.ndarray, int]:
+    """(classes_, K) of a wrapped model: ``classes`` (1-D, distinct, >= 2), else ``n_classes``, else
+    the last ``nn.Linear``'s ``out_features``; one ValueError for each conflict."""
+    if classes is not None:
+        labels = np.asarray(to_numpy_if_tensor(classes))
+        if labels.ndim != 1 or labels.size < 2 or np.unique(labels).size != labels.size:
+            raise ValueError(f"classes must be a 1-D sequence of >= 2 distinct labels, got {classes!r}")
+        if n_classes is not None and n_classes != labels.size:
+            raise ValueError(f"classes has {labels.size} labels but n_classes = {n_classes}")
+        return labels, int(labels.size)
+    if n_classes is not None:
+        return np.arange(n_classes), n_classes
+    try:
+        head = find_feature_layer(net, None)[1]
+    except ValueError:
+        raise ValueError(f"cannot tell the number of classes of the model ({type(net).__name__}): it has no nn.Linear "
+                         "head; pass classes=[...] or n_classes=K") from None
+    k = int(head.out_features)
+    if k < 2:
+        raise ValueError(f"the model's last nn.Linear has {k} output; a classifier needs logits for K >= 2 classes "
+                         "(for a single binary logit, output [0, logit] instead)")
+    return np.arange(k), k
 
-    The model must hold dropout layers (ours or ``nn.Dropout``) unless ``insert_dropout=True``,
-    which puts ``dropout`` ("bernoulli", "concrete" or "multidrop") on the input of its head (its
-    last ``nn.Linear``; the thesis's pretrained backbone with a new head). Checked here, so a model
-    without dropout fails at once with a ValueError. ``params`` go to `MCDropoutClassifier`
-    (``image_shape`` to reshape flattened images, ``epochs=0`` to MC-sample a trained model as is,
-    ``standardize`` is False unless set).
+
+def wrap(model: nn.Module, *, dropout: str = "bernoulli", insert_dropout: bool = False, **params) -> MCDropoutClassifier:
+    """Deprecated: use `MCDropoutClassifier.wrap` (ready to predict, no ``fit`` needed), or
+    ``MCDropoutClassifier(network=model, insert_dropout=...)`` to train.
+
+    Returns an unfitted `MCDropoutClassifier` around ``model`` that still needs ``fit`` (as
+    before); the model's dropout (or, with ``insert_dropout=True``, its head) is checked here,
+    so a model without dropout fails at once with a ValueError.
     """
+    warnings.warn("dubito.classification.wrap is deprecated: MCDropoutClassifier.wrap(model, ...) is ready to predict "
+                  "without fit; to train, use MCDropoutClassifier(network=model, insert_dropout=...).fit(X, y)",
+                  DeprecationWarning, stacklevel=2)
     if not isinstance(model, nn.Module):
         raise ValueError(f"wrap needs a torch nn.Module, got {type(model).__name__}")
     est = MCDropoutClassifier(dropout=dropout, network=model, insert_dropout=insert_dropout, **params)
@@ -772,4 +875,3 @@ def wrap(model: nn.Module, *, dropout: str = "bernoulli", insert_dropout: bool =
     if insert_dropout:  # fail now, not at fit, when there is no head to put dropout before
         _insert_dropout(copy.deepcopy(model), s["dropout"], **est._dropout_kwargs(s))
     return est
-

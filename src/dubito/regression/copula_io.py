@@ -9,7 +9,7 @@ file are a ``ValueError`` naming it too.
 Tensors (float64 unless said): ``marginal.{grid,pdf,cdf,sf}`` (the fitted `KDEMarginal`'s
 tables), ``posterior.theta`` (J, dim), ``posterior.theta_by_chain`` (NUTS), ``posterior.q.{mean,
 factor,diag}`` (VI: the fitted factor Gaussian, so ``point_estimate`` works), ``train_features``
-(n, p), ``dead_features`` (int64, network path), ``loglik_trace`` (NUTS: the chains' mean copula
+(n, p), ``dead_features`` (int64; network path: constant units, kept; wrapped path: dropped units), ``loglik_trace`` (NUTS: the chains' mean copula
 log-likelihood per draw, for ``diagnostics_``; absent in older files, then NaN there), and for
 the network path ``net.*`` (the MLP's state dict), ``x_mean``, ``x_scale``, ``y_mean``, ``y_scale``,
 ``loss_curve`` and ``validation_curve`` (`_MLPRegressor._network_tensors`; files written before
@@ -17,8 +17,11 @@ y_mean / y_scale were tensors hold them in ``fitted``, and they are read from th
 
 JSON: ``params`` (constructor settings; ``marginal`` as a KDEMarginal configuration or None,
 ``image_shape`` as a list), ``fitted`` (feature_source, n_features, n_train, n_features_in,
-feature_layer, and for the network path predict_seed, best_epoch and stopped_by -- absent in
-files written before validated fitting, which load as stopped by the cap), ``marginal`` (`KDEMarginal.to_state`'s settings) and
+feature_layer; for the wrapped path feature_where, layer_width and constant_feature -- absent in
+files written before ``wrap`` dropped units, which load as the layer's output, all units, no
+constant unit; for the network path predict_seed, best_epoch and stopped_by -- absent in files written
+before validated fitting, which load as stopped by the cap), ``marginal``
+(`KDEMarginal.to_state`'s settings) and
 ``posterior`` (prior, inference, p, names, nu, tau2_fixed, diagnostics, settings; numpy arrays
 are stored as tagged lists and come back as arrays of their dtype).
 
@@ -171,7 +174,8 @@ def copula_state(est) -> tuple[dict[str, torch.Tensor], dict]:
     if hasattr(est, "n_features_in_"):  # not for a wrapped model: its input has no fixed width
         fitted.update(est._common_fitted())
     if source == "wrapped":
-        fitted["feature_layer"] = str(est.feature_layer_)
+        fitted.update(feature_layer=str(est.feature_layer_), feature_where=str(est.feature_where_),
+                      layer_width=int(est.layer_width_), constant_feature=float(est.constant_feature_))
     if source == "network":
         fitted.update(predict_seed=int(est.predict_seed_), **est._training_fitted())
         tensors.update(est._network_tensors())
@@ -180,6 +184,25 @@ def copula_state(est) -> tuple[dict[str, torch.Tensor], dict]:
     if getattr(est, "dead_features_", None) is not None:
         tensors["dead_features"] = torch.as_tensor(np.asarray(est.dead_features_, dtype=np.int64))
     return tensors, {"params": params, "fitted": fitted, "marginal": marginal_settings, "posterior": post_meta}
+
+
+def _restore_wrapped(est, tensors: dict, fitted: dict) -> None:
+    """The wrapped path's layer, dropped units and constant unit. Files written before ``wrap``
+    found the layer itself and dropped units hold only ``feature_layer`` (its output, all units,
+    no constant unit) and load as such."""
+    p = est.n_features_
+    est.feature_layer_ = str(fitted["feature_layer"])
+    est.feature_where_ = str(fitted.get("feature_where", "output"))
+    est.constant_feature_ = float(fitted.get("constant_feature", 0.0))
+    est.layer_width_ = int(fitted.get("layer_width", p))
+    if not hasattr(est, "dead_features_"):
+        est.dead_features_ = np.zeros(0, dtype=np.intp)
+    dead = est.dead_features_
+    ok = (est.feature_where_ in ("input", "output") and math.isfinite(est.constant_feature_)
+          and est.constant_feature_ >= 0 and est.layer_width_ - dead.size + (est.constant_feature_ > 0) == p
+          and (dead.size == 0 or (dead.min() >= 0 and dead.max() < est.layer_width_ and np.unique(dead).size == dead.size)))
+    if not ok:
+        raise ValueError("the wrapped model's feature layer, dropped units and constant unit do not match n_features")
 
 
 def copula_from_state(cls, tensors: dict, settings: dict, *, device=None, where: str = ""):
@@ -210,7 +233,7 @@ def copula_from_state(cls, tensors: dict, settings: dict, *, device=None, where:
         if "dead_features" in tensors:
             est.dead_features_ = tensors["dead_features"].numpy().astype(np.intp)
         if est.feature_source_ == "wrapped":
-            est.feature_layer_ = str(fitted["feature_layer"])
+            _restore_wrapped(est, tensors, fitted)
         elif est.feature_source_ == "network":
             # scaling, loss and held-out curves, best epoch and stopped_by (a file written before
             # validated fitting: no held-out curve, stopped by the cap)
