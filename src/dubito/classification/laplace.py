@@ -416,8 +416,8 @@ class KFACLaplace(DubitoClassifier):
                 n, m = f"{n}.layer" if n else "layer", m.layer
             if not isinstance(m, nn.Linear):
                 raise ValueError(
-                    f"layer {n!r} is a {type(m).__name__}; KFAC Laplace here covers nn.Linear layers only (spec §2.7 "
-                    f"puts it on the head's FC layers; Conv2d is not implemented). The nn.Linear layers are {names}")
+                    f"layer {n!r} is a {type(m).__name__}; KFAC Laplace here covers nn.Linear layers only (Feng 2019, §2.3, "
+                    f"after Ritter, Botev & Barber 2018, puts it on the head's FC layers; Conv2d is not implemented). The nn.Linear layers are {names}")
             if id(m) in seen:
                 raise ValueError(f"layer {n!r} is named twice")
             seen.add(id(m))

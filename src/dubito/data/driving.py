@@ -121,7 +121,7 @@ CITATION = (
     "M. Towers et al. (2024), Gymnasium: a standard interface for reinforcement learning environments, "
     "arXiv:2407.17032 (CarRacing-v3); R. C. Coulter (1992), Implementation of the pure pursuit path "
     "tracking algorithm, CMU-RI-TR-92-01; substitute for comma2k19 (Schafer et al. 2018) in "
-    "N. Klein and L. Hoffmann, implicit copula neural linear model (spec icnlm.md)"
+    "C. Hoffmann and N. Klein (2023), Marginally calibrated response distributions for end-to-end learning in autonomous driving, Ann. Appl. Stat. 17"
 )
 
 # Per-driver parameter distributions. Units: CarRacing world units (the road is 13.3 wide),

@@ -229,7 +229,7 @@ def load_letters(*, chars: str = string.ascii_uppercase + string.ascii_lowercase
         "jitter": "rotation +-10 deg, zoom x1.1^U(-1,1), shift +-1 px (bilinear)" if jitter else "none",
         "font_sizes": list(LETTER_FONT_SIZES),
         "strokes": list(LETTER_STROKES),
-        "role": "near-OOD set for Fashion-MNIST / digit models (spec §5.1)",
+        "role": "near-OOD set for Fashion-MNIST / digit models (Feng 2019, §5.1)",
         "splits": "one split: per letter the first 80% of rows train, the rest test (an OOD set is usually used whole)",
     }
     return ImageDataset("letters", X.reshape(K * n, 784).astype(np.float32), y, [], _first_rows_split(y), meta)

@@ -93,7 +93,7 @@ __all__ = [
 ]
 
 PAPER = ("X. Feng, Uncertainty-Based Improvement of a Visual Classification System, MSc thesis, TUM (LMT), 2019: "
-         "Table 4.1, the Laplace table of §4.2.4, §4.3-4.4 (reconstructed, spec §2.9-2.10)")
+         "Table 4.1, the Laplace table of §4.2.4, §4.3-4.4 (the last two reconstructed from the thesis text)")
 
 #: single-model methods -> dropout of MCDropoutClassifier
 DROPOUT = {"ori": "none", "mcdp": "bernoulli", "cdp": "concrete", "mdp": "multidrop"}

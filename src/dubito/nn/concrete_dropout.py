@@ -374,7 +374,7 @@ class ConcreteDropout(StochasticDropout):
         beta = self._beta(n_train)
         if beta is None:
             raise ValueError(f"{type(self).__name__}.regularization needs the entropy weight: pass n_train (beta = "
-                             "1/n_train, spec §2.4) or set dropout_regularizer")
+                             "1/n_train: Gal, Hron & Kendall 2017; Feng 2019, eq. 2.21) or set dropout_regularizer")
         h = binary_entropy(self.p_drop)
         return beta * (self._units() * h if h.dim() == 0 else h.sum())
 

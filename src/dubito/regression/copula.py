@@ -200,7 +200,7 @@ def _check_features(psi, name: str = "psi", *, p: int | None = None, training: b
         if const.size:
             raise ValueError(
                 f"{name} column(s) {const.tolist()[:10]} are constant (e.g. dead ReLU units): a constant feature "
-                "acts as an intercept, which the implicit copula does not identify (spec §2.3); drop those "
+                "acts as an intercept, which the implicit copula does not identify (Hoffmann & Klein 2023, §3.3.2); drop those "
                 "columns"
             )
     return psi

@@ -603,7 +603,7 @@ class HyperVIRegressor(DubitoRegressor):
         if self.n_epochs_ and self.min_knn_distance_[-1] <= 10 * _EPS32:
             warnings.warn(
                 f"q collapsed: the nearest-neighbour distance among its draws is {self.min_knn_distance_[-1]:.3g} "
-                f"(<= 10 x float32 eps) at the last epoch, where the k-NN gradient vanishes (spec pitfall 8)",
+                f"(<= 10 x float32 eps) at the last epoch, where the k-NN entropy estimate has no gradient (its log-distance term is flat when draws coincide)",
                 RuntimeWarning, stacklevel=3)
 
     # ------------------------------------------------------------------ sampling
