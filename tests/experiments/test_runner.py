@@ -52,7 +52,7 @@ def test_subsets_and_progress_bar(fake, tmp_path, capsys):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"experiment": "nosuch"}, "unknown experiment 'nosuch'; available: deepnoise, ensembles, fake, icnlm, leaderboard, ood, thesis, uci"),
+        ({"experiment": "nosuch"}, "unknown experiment 'nosuch'; available: deepnoise, ensembles, fake, icnlm, leaderboard, ood, recalibrate, thesis, uci"),
         ({"preset": "nosuch"}, "unknown preset 'nosuch' for experiment 'fake'; available: quick, faulty, slow"),
         ({"datasets": ["gamma"]}, "unknown dataset 'gamma' for fake/quick; available: alpha, beta, missing"),
         ({"methods": ["bad"]}, "unknown method 'bad' for fake/quick; available: good, other"),

@@ -15,6 +15,7 @@ _MODULES = {
     "icnlm": "dubito.experiments.icnlm",
     "leaderboard": "dubito.experiments.leaderboard",
     "ood": "dubito.experiments.ood",
+    "recalibrate": "dubito.experiments.recalibrate",
     "thesis": "dubito.experiments.thesis",
     "uci": "dubito.experiments.uci",
 }
