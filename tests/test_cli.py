@@ -223,3 +223,30 @@ def test_help_shows_booleans_as_flags(command):
         assert "--quiet" in result.output and "[default: quick]" not in result.output
     if not command:
         assert "--version" in result.output
+
+
+def test_run_calibrate_reports_before_and_after(tmp_path):
+    """--calibrate holds out a fifth of the training rows and puts every predictive beside its
+    recalibrated version; the recalibrated column equals Recalibrator applied by hand."""
+    import numpy as np
+
+    from dubito import data as datasets
+    from dubito.methods import get_method
+    from dubito.metrics import regression_summary
+    from dubito.recalibrate import Recalibrator, calibration_split
+    from dubito.run import run
+
+    result = run("diabetes", "deterministic", tmp_path / "r", progress=False, calibrate="conformal", epochs=20)
+    assert list(result.summaries) == ["deterministic", "deterministic + conformal"]
+    X_tr, y_tr, X_te, y_te = datasets.load("diabetes").split(0)
+    fit, cal = calibration_split(len(y_tr), 0.2, seed=[0, 0])
+    assert result.n_train == fit.size
+    model = get_method("deterministic").make(random_state=0, progress=False, epochs=20).fit(X_tr[fit], y_tr[fit])
+    recal = Recalibrator(method="conformal").fit(model.predict_distribution(X_tr[cal]), y_tr[cal])
+    direct = regression_summary(recal.transform(model.predict_distribution(X_te)), y_te)
+    got = result.summaries["deterministic + conformal"]
+    assert np.isclose(got["coverage_95"], direct["coverage_95"]) and np.isclose(got["crps"], direct["crps"], rtol=1e-9)
+    text = (tmp_path / "r" / "report.md").read_text()
+    assert "| deterministic | deterministic + conformal |" in text and "held out for the conformal recalibration" in text
+    with pytest.raises(ValueError, match="unknown recalibration 'platt'"):
+        run("diabetes", "deterministic", tmp_path / "s", progress=False, calibrate="platt")

@@ -88,6 +88,8 @@ def run(
     seed: int = typer.Option(0, help="random seed of the method"),
     device: str = typer.Option("cpu", help="torch device: cpu or cuda"),
     epochs: int = typer.Option(None, help="override the method's number of training epochs"),
+    calibrate: str = typer.Option(None, help="recalibrate: conformal or isotonic; holds out a fifth of the training "
+                                  "rows and reports before and after side by side"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
 ):
     """Fit a method on one split of a data set or of your own table, print its scores, write a report.
@@ -99,7 +101,7 @@ def run(
     overrides = {} if epochs is None else {"epochs": epochs}
     try:
         result = run_job(data, method, out, split=split, seed=seed, device=device, progress=not quiet,
-                         print_convergence=False, target=target, **overrides)
+                         print_convergence=False, target=target, calibrate=calibrate, **overrides)
     except (ValueError, FileNotFoundError, ImportError) as exc:
         _fail(exc)
     table = Table(title=f"{method} on {result.data} (split {split}: {result.n_train} train / {result.n_test} test)")

@@ -27,10 +27,14 @@ import matplotlib.pyplot as plt
 import dubito
 from dubito import data as datasets
 from dubito import metrics, plots
+from dubito.data.user_table import is_table_path
 from dubito.inference.convergence import convergence_line, convergence_section
 from dubito.io import atomic_write_text
-from dubito.data.user_table import is_table_path
 from dubito.methods import get_method
+from dubito.recalibrate import CAL_FRACTION, Recalibrator, calibration_split
+
+#: `Recalibrator` methods `run` offers (``--calibrate``)
+RECALIBRATIONS = ("conformal", "isotonic")
 
 TABLE_COLUMNS = [
     ("rmse", "RMSE"),
@@ -58,6 +62,8 @@ class RunResult:
     convergence: str | None = None
     #: where the data came from, for a user's file (``Dataset.meta["title"]``); None for a named set
     source: str | None = None
+    #: how the training rows were shared between fit and recalibration (None without --calibrate)
+    calibration: str | None = None
 
 
 def convergence_hint(model) -> str:
@@ -92,13 +98,19 @@ def run(
     progress: bool = True,
     print_convergence: bool = True,
     target: str | None = None,
+    calibrate: str | None = None,
+    calibration_fraction: float = CAL_FRACTION,
     **overrides,
 ) -> RunResult:
     """Fit ``method`` on split ``split`` of ``data``, score it on the test part, write the report.
 
     ``data``: a data set name, or a CSV / Parquet file with its response column ``target``
     (`dubito.data.user_table`: 20 seeded random 80/20 splits). ``print_convergence``: print the
-    convergence line here (the CLI prints it below its table)."""
+    convergence line here (the CLI prints it below its table). ``calibrate``: "conformal" or
+    "isotonic" holds out ``calibration_fraction`` of the training rows (`dubito.recalibrate`), fits
+    on the rest and reports every predictive before and after `Recalibrator` side by side."""
+    if calibrate is not None and calibrate not in RECALIBRATIONS:
+        raise ValueError(f"unknown recalibration {calibrate!r}; choose one of: {', '.join(RECALIBRATIONS)}")
     if is_table_path(data):
         dataset = datasets.load(data, target=target)
     elif target is not None:
@@ -109,13 +121,25 @@ def run(
     if not 0 <= split < dataset.n_splits:
         raise ValueError(f"split {split} out of range: {dataset.name} has {dataset.n_splits} splits")
     X_tr, y_tr, X_te, y_te = dataset.split(split)
+    if calibrate is not None:
+        fit_rows, cal_rows = calibration_split(len(y_tr), calibration_fraction, seed=[int(seed), int(split)])
+        X_tr, y_tr, X_cal, y_cal = X_tr[fit_rows], y_tr[fit_rows], X_tr[cal_rows], y_tr[cal_rows]
     model = get_method(method).make(random_state=seed, device=device, progress=progress, **overrides)
     start = time.perf_counter()
     model.fit(X_tr, y_tr)
     fit_seconds = time.perf_counter() - start
     preds = _variants(model, X_te, method)
+    if calibrate is not None:
+        cal_preds = _variants(model, X_cal, method)
+        for name in list(preds):
+            recal = Recalibrator(method=calibrate).fit(cal_preds[name], y_cal)
+            preds[f"{name} + {calibrate}"] = recal.transform(preds[name])
     summaries = {name: metrics.regression_summary(pred, y_te) for name, pred in preds.items()}
     result = RunResult(dataset.name, method, split, len(y_tr), len(y_te), fit_seconds, summaries)
+    if calibrate is not None:
+        result.calibration = (f"{len(y_cal)} of the {len(y_tr) + len(y_cal)} training rows held out for the "
+                              f"{calibrate} recalibration (`dubito.recalibrate`); the model is fitted on the other "
+                              f"{len(y_tr)}, and \"+ {calibrate}\" columns are its predictives recalibrated on them")
     if is_table_path(data):
         result.source = (f"{dataset.meta['source']}, target {target!r}: {dataset.n_features} features, "
                          f"{dataset.n_samples} rows; {dataset.n_splits} seeded random 80/20 splits")
@@ -157,13 +181,16 @@ def write_report(result: RunResult, preds, X_test, y_test, out: Path, model) -> 
         f"Fit took {result.fit_seconds:.1f} s. dubito {dubito.__version__}, Python {platform.python_version()}.",
         "",
         *([f"Data: {result.source}.", ""] if result.source else []),
+        *([f"Calibration: {result.calibration}.", ""] if result.calibration else []),
         "Settings: " + ", ".join(f"`{k}={v!r}`" for k, v in sorted(model.get_params().items())),
         "",
         "| metric | " + " | ".join(result.summaries) + " |",
         "|---|" + "---|" * len(result.summaries),
     ]
     for key in keys:
-        lines.append(f"| {key} | " + " | ".join(f"{s[key]:.4g}" for s in result.summaries.values()) + " |")
+        # a recalibrated predictive has no epistemic / aleatoric split: "—" there
+        lines.append(f"| {key} | " + " | ".join(f"{s[key]:.4g}" if key in s else "—"
+                                                for s in result.summaries.values()) + " |")
     lines += [
         "",
         "Metrics are on the test split in the data's own units: NLL and CRPS are means per point; "

@@ -20,11 +20,11 @@ def test_grids(uci_dir, monkeypatch):
 
 
 def test_calibration_split_is_a_seeded_partition():
-    fit, cal = rc.calibration_split(308, 0, 3)
+    fit, cal = rc.cell_calibration_split(308, 0, 3)
     assert cal.size == round(0.2 * 308) and np.array_equal(np.union1d(fit, cal), np.arange(308))
     assert np.intersect1d(fit, cal).size == 0
-    again = rc.calibration_split(308, 0, 3)
-    assert np.array_equal(again[1], cal) and not np.array_equal(rc.calibration_split(308, 0, 4)[1], cal)
+    again = rc.cell_calibration_split(308, 0, 3)
+    assert np.array_equal(again[1], cal) and not np.array_equal(rc.cell_calibration_split(308, 0, 4)[1], cal)
 
 
 def test_a_cell_equals_the_recalibrators_applied_by_hand(uci_dir, monkeypatch):
@@ -37,7 +37,7 @@ def test_a_cell_equals_the_recalibrators_applied_by_hand(uci_dir, monkeypatch):
     fast = {"overrides": {"epochs": 30, "n_members": 2}}
     res = rc.run_cell(Cell("recalibrate", "t", "yacht", "ensemble", 0, 0, fast))
     X_tr, y_tr, X_te, y_te = load("yacht").split(0)
-    fit, cal = rc.calibration_split(len(y_tr), 0, 0)
+    fit, cal = rc.cell_calibration_split(len(y_tr), 0, 0)
     est = get_method("ensemble").make(random_state=uci._network_seed(0, 0), progress=False, **fast["overrides"])
     est.fit(X_tr[fit], y_tr[fit])
     p_cal, p_te = est.predict_distribution(X_tr[cal]), est.predict_distribution(X_te)

@@ -28,29 +28,22 @@ import numpy as np
 
 from dubito.experiments.base import CellResult, Experiment, MetricSpec, Preset
 from dubito.experiments.uci import DATASETS, _n_splits, _network_seed, _unavailable
+from dubito.recalibrate.split import CAL_FRACTION, calibration_split
 
 __all__ = ["EXPERIMENT", "METHODS", "CAL_FRACTION", "run_cell", "report_sections"]
 
 #: Methods (as `dubito.methods` names them) whose predictives are recalibrated.
 METHODS = ("ensemble", "mc-dropout")
 
-#: Share of a split's training rows held out for calibration: 20 %, as in MAPIE's and crepes'
-#: split-conformal examples; at 95 % it leaves every set at least 2/(1-0.95) - 1 = 39 points
-#: (yacht: 61 of 308 training rows).
-CAL_FRACTION = 0.2
-
 RECALIBRATIONS = ("isotonic", "conformal")
 INTERVAL_SCORES = ("absolute", "normalized", "cqr")
 LEVEL = 0.95
 
 
-def calibration_split(n: int, seed: int, split: int, fraction: float = CAL_FRACTION) -> tuple[np.ndarray, np.ndarray]:
-    """(fit rows, calibration rows) of n training rows: a random ``fraction`` (at least one row),
+def cell_calibration_split(n: int, seed: int, split: int, fraction: float = CAL_FRACTION):
+    """(fit rows, calibration rows) of a cell's n training rows (`dubito.recalibrate.calibration_split`),
     drawn from the cell's seed and split so every method of a cell sees the same rows."""
-    rng = np.random.default_rng([int(seed), int(split), 20])
-    perm = rng.permutation(n)
-    n_cal = max(1, int(round(fraction * n)))
-    return np.sort(perm[n_cal:]), np.sort(perm[:n_cal])
+    return calibration_split(n, fraction, seed=[int(seed), int(split), 20])
 
 
 def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
@@ -66,7 +59,7 @@ def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1") or 1))
     s = dict(cell.settings)
     X_tr, y_tr, X_te, y_te = load(cell.dataset).split(int(cell.split))
-    fit_rows, cal_rows = calibration_split(len(y_tr), cell.seed, cell.split, float(s.get("cal_fraction", CAL_FRACTION)))
+    fit_rows, cal_rows = cell_calibration_split(len(y_tr), cell.seed, cell.split, float(s.get("cal_fraction", CAL_FRACTION)))
     seed = _network_seed(cell.seed, cell.split)
     est = get_method(cell.method).make(random_state=seed, device=device, progress=progress, **s.get("overrides", {}))
     t0 = time.perf_counter()

@@ -11,8 +11,9 @@ from dubito.recalibrate.conformal_sets import ConformalSets
 from dubito.recalibrate.interval import conformal_interval
 from dubito.recalibrate.isotonic import isotonic_knots
 from dubito.recalibrate.recalibrator import Recalibrator
+from dubito.recalibrate.split import CAL_FRACTION, calibration_split
 from dubito.recalibrate.temperature import TemperatureScaling
 from dubito.recalibrate.warped import WarpedPredictive
 
 __all__ = ["Recalibrator", "WarpedPredictive", "conformal_interval", "conformal_knots", "isotonic_knots",
-           "TemperatureScaling", "ConformalSets"]
+           "TemperatureScaling", "ConformalSets", "calibration_split", "CAL_FRACTION"]
