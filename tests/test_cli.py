@@ -145,7 +145,7 @@ def test_run_file_bad_inputs(tmp_path):
     # non-numeric features, named with their dtype
     bad = frame.assign(city=["a", "b"] * 20, zone=["1.5"] * 39 + ["n/a?"])
     cases.append((["--target", "price"], _write(tmp_path, bad, "cat.csv"),
-                   "non-numeric feature column(s) 'city' (object, e.g. 'a'), 'zone' (object, e.g. 'n/a?')"))
+                   "non-numeric feature column(s) 'city' (text, e.g. 'a'), 'zone' (text, e.g. 'n/a?')"))
     cases.append((["--target", "city"], _write(tmp_path, bad, "cat2.csv"), "target column 'city' is not numeric"))
     # missing values: which columns, how many rows each, how many rows in all
     holes = frame.copy()

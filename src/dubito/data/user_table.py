@@ -114,8 +114,13 @@ def load_table(path, target: str, *, name: str | None = None) -> Dataset:
         return pd.api.types.is_bool_dtype(dtype) or (pd.api.types.is_numeric_dtype(dtype)
                                                     and not pd.api.types.is_complex_dtype(dtype))
 
+    def kind(col) -> str:
+        """The column's dtype in words: 'text' for strings whether pandas stores them as object or str."""
+        dtype = frame[col].dtype
+        return "text" if pd.api.types.is_string_dtype(dtype) else str(dtype)
+
     if not numeric(target):
-        raise ValueError(f"target column {target!r} is not numeric (dtype {frame[target].dtype}); dubito regresses "
+        raise ValueError(f"target column {target!r} is not numeric ({kind(target)}); dubito regresses "
                          "a numeric response")
     def example(col) -> str:
         """The first entry of ``col`` that is not a number, e.g. ``'n/a'`` in a column of numbers."""
@@ -125,7 +130,7 @@ def load_table(path, target: str, *, name: str | None = None) -> Dataset:
 
     bad = [c for c in features if not numeric(c)]
     if bad:
-        listed = ", ".join(f"{c!r} ({frame[c].dtype}{example(c)})" for c in bad)
+        listed = ", ".join(f"{c!r} ({kind(c)}{example(c)})" for c in bad)
         raise ValueError(f"non-numeric feature column(s) {listed}: encode them as numbers first (e.g. one-hot "
                          "with pandas.get_dummies) or drop them")
     missing = frame.isna()
