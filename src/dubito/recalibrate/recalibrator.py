@@ -33,7 +33,6 @@ from dubito.recalibrate.conformal_predictive import (
     DEFAULT_MAX_KNOTS as _CONFORMAL_KNOTS,
 )
 from dubito.recalibrate.conformal_predictive import conformal_knots
-from dubito.recalibrate.isotonic import DEFAULT_MAX_KNOTS as _ISOTONIC_KNOTS
 from dubito.recalibrate.isotonic import isotonic_knots
 from dubito.recalibrate.warped import WarpedPredictive
 
@@ -56,9 +55,10 @@ class Recalibrator(BaseEstimator):
         None: no check beyond the method's minimum (4 points conformal, 2 isotonic).
     max_knots : int, "auto" (default) or None: thin the map to at most this many knots (the
         conformal guarantee is kept). "auto": 400 for "conformal" (about 1/400 of extra
-        probability per tail), 100 for "isotonic" (the best log score measured); see the
-        two modules. None: a knot at every calibration point (a spiky density: ~0.3 nats of
-        log score lost at n = 2000).
+        probability per tail); for "isotonic", every calibration point in the tails and
+        segments growing towards the middle (the best log score measured, with the tails'
+        coverage of every point); see the two modules. None: a knot at every calibration
+        point (a spiky density: ~0.3-0.45 nats of log score lost).
     epsilon : "isotonic" only, share of the identity mixed into R; default 1/(n + 1).
 
     Fitted attributes
@@ -101,7 +101,8 @@ class Recalibrator(BaseEstimator):
         if isinstance(max_knots, str):
             if max_knots != "auto":
                 raise ValueError(f"max_knots must be an int >= 2, 'auto' or None, got {max_knots!r}")
-            max_knots = _CONFORMAL_KNOTS if self.method == "conformal" else _ISOTONIC_KNOTS
+            if self.method == "conformal":
+                max_knots = _CONFORMAL_KNOTS
         if self.method == "conformal":
             u, h = conformal_knots(pit, max_knots)
             self.coverage_levels_ = central_levels_guaranteed(n)
