@@ -169,6 +169,61 @@ def test_crps_mixture_reduces_to_normal_and_is_chunk_invariant():
     )
 
 
+def _many_components(kind, n=40, m=600, seed=0):
+    """Mixtures where the quadrature form is the cheaper: MC dropout's shape (spread 0.3, one sd
+    1), a kernel density of samples (sd 0.2), similar sds, Dirichlet weights; y spread widely,
+    with two rows far outside the mixture and one at its centre."""
+    rng = np.random.default_rng(seed)
+    spread, sd = {"mc-dropout": (0.3, 1.0), "kde": (1.0, 0.2), "similar": (1.0, None)}[kind]
+    mu = rng.normal(rng.normal(0, 3, (n, 1)), spread, (n, m))
+    s = np.full((n, m), sd) if sd else rng.uniform(0.5, 1.0, (n, m))
+    w = rng.dirichlet(np.ones(m), n) if kind == "similar" else np.full((n, m), 1.0 / m)
+    y = mu.mean(axis=1) + rng.normal(0, 2, n)
+    y[:3] = [mu[0].max() + 100.0, mu[1].min() - 100.0, mu[2].mean()]
+    return w, mu, s, y
+
+
+@pytest.mark.parametrize("kind", ["mc-dropout", "kde", "similar"])
+def test_crps_mixture_quadrature_equals_the_closed_form(kind):
+    # tolerance 1e-10 relative; measured <= 3e-13 (the docstring's bound is the rounding of
+    # both forms), so a panel too wide or a node rule of the wrong order fails
+    w, mu, s, y = _many_components(kind)
+    pairs = crps_mixture(w, mu, s**2, y, method="pairs")
+    np.testing.assert_allclose(crps_mixture(w, mu, s**2, y, method="quadrature"), pairs, rtol=1e-10)
+    np.testing.assert_allclose(crps_mixture(w, mu, s**2, y), pairs, rtol=1e-10)
+
+
+def test_crps_mixture_auto_takes_the_quadrature_for_many_similar_components(monkeypatch):
+    import dubito.metrics.scoring as scoring
+
+    w, mu, s, y = _many_components("mc-dropout", n=5)
+    ref = crps_mixture(w, mu, s**2, y, method="pairs")
+
+    def refuse(*args):
+        raise AssertionError("the O(M^2) form was used")
+
+    monkeypatch.setattr(scoring, "_crps_mixture_pairs", refuse)
+    np.testing.assert_allclose(crps_mixture(w, mu, s**2, y), ref, rtol=1e-10)
+    monkeypatch.setattr(scoring, "_QUAD_BUDGET", 1000)  # one row per block: the same values
+    np.testing.assert_allclose(crps_mixture(w, mu, s**2, y), ref, rtol=1e-10)
+    # few components, a point mass or sds far apart keep the closed form
+    with pytest.raises(AssertionError, match="O\\(M\\^2\\)"):
+        crps_mixture(w[:, :10], mu[:, :10], s[:, :10] ** 2, y)
+    with pytest.raises(AssertionError, match="O\\(M\\^2\\)"):
+        crps_mixture(w, mu, np.where(np.arange(mu.shape[1]) == 0, 1e-4, s**2), y)
+
+
+def test_crps_mixture_quadrature_refuses_a_point_mass_and_unknown_methods():
+    w, mu, s, y = _many_components("kde", n=3, m=20)
+    var = s**2
+    var[0, 3] = 0.0
+    with pytest.raises(ValueError, match="positive variances"):
+        crps_mixture(w, mu, var, y, method="quadrature")
+    np.testing.assert_allclose(crps_mixture(w, mu, var, y), crps_mixture(w, mu, var, y, method="pairs"))
+    with pytest.raises(ValueError, match="method must be"):
+        crps_mixture(w, mu, var, y, method="fast")
+
+
 def test_crps_mixture_large_stays_small_in_memory():
     rng = np.random.default_rng(7)
     n, m = 10_000, 50

@@ -119,28 +119,53 @@ def _a_fn(mu: np.ndarray, s2: np.ndarray) -> np.ndarray:
 # elements of the (chunk, M*(M-1)/2) pair arrays per chunk: ~8 MB each, ~100 MB peak
 _PAIR_BUDGET = 1 << 20
 
+# Quadrature form of the mixture CRPS (crps_mixture's docstring): Gauss-Legendre nodes per
+# panel, panel width in units of the smallest component sd, and the sds beyond which every
+# component's CDF is 0 or 1 to within phi(8.5)/8.5 = 1.2e-17.
+_QUAD_NODES, _QUAD_WEIGHTS = np.polynomial.legendre.leggauss(16)
+_QUAD_WIDTH = 6.0
+_QUAD_TAIL = 8.5
+_QUAD_BUDGET = 1 << 21  # (input, node, component) triples per block: ~16 MB per temporary
 
-def crps_mixture(weights, means, variances, y, *, chunk_size: int | None = None) -> np.ndarray:
-    """CRPS of the Gaussian mixture sum_i w_i N(mu_i, s_i^2) at y, exact closed form.
 
-    CRPS = sum_i w_i A(y - mu_i, s_i^2) - 1/2 sum_{i,j} w_i w_j A(mu_i - mu_j, s_i^2 + s_j^2),
-    A(mu, s^2) = 2 s phi(mu / s) + mu (2 Phi(mu / s) - 1)   (= E|X| for X ~ N(mu, s^2)),
+def crps_mixture(weights, means, variances, y, *, chunk_size: int | None = None,
+                 method: str = "auto") -> np.ndarray:
+    """CRPS of the Gaussian mixture sum_i w_i N(mu_i, s_i^2) at y, exact to rounding.
 
-    Grimit, Gneiting, Berrocal & Johnson (2006), eq. 5 (the kernel form E|X - y| - E|X - X'|/2
-    of Gneiting & Raftery 2007, eq. 22). O(N M^2): the double sum uses its symmetry
-    (diagonal terms A(0, 2 s_i^2) = 2 s_i / sqrt(pi), plus twice the pairs i < j) and is
-    evaluated in chunks of inputs so memory stays ~100 MB whatever N (N=10k, M=50 is fine).
+    Two exact forms; ``method="auto"`` (default) takes the cheaper per input:
+
+    * ``"pairs"``, the closed form of Grimit, Gneiting, Berrocal & Johnson (2006), eq. 5 (the
+      kernel form E|X - y| - E|X - X'|/2 of Gneiting & Raftery 2007, eq. 22):
+
+          CRPS = sum_i w_i A(y - mu_i, s_i^2) - 1/2 sum_{i,j} w_i w_j A(mu_i - mu_j, s_i^2 + s_j^2),
+          A(mu, s^2) = 2 s phi(mu / s) + mu (2 Phi(mu / s) - 1)   (= E|X| for X ~ N(mu, s^2));
+
+      O(M^2) per input, using the symmetry (diagonal terms 2 s_i / sqrt(pi), twice the pairs
+      i < j), in chunks of inputs so memory stays ~100 MB whatever N.
+    * ``"quadrature"``: CRPS = int_L^a F(t)^2 dt + int_a^U (1 - F(t))^2 dt + (y - U)_+ + (L - y)_+
+      with L = min_i(mu_i - 8.5 s_i), U = max_i(mu_i + 8.5 s_i), a = clip(y, L, U), by
+      16-node Gauss-Legendre on panels no wider than 6 min_i s_i: O(P M) per input, P the
+      nodes, about 2.7 (U - L) / min_i s_i. F is a sum of Gaussian CDFs, entire, changing over
+      min_i s_i, and 16 nodes per 6 sds resolve it to rounding: measured against "pairs" on
+      1,000 components (MC dropout's shape, spread 0.3 and sd 1; spread 3; a kernel density
+      of sd 0.2; sds uniform in [0.5, 1]), relative error <= 3e-13 (panels of 8 sds: 5e-10, of
+      10: 2e-9). The integrand beyond [L, U] is below phi(8.5)/8.5 = 1.2e-17 of the mass,
+      times s_max. "auto" uses it where P < M, i.e. for many components of similar sd (MC
+      dropout, kernel densities of samples): about 25x faster than "pairs" at M = 1,000.
 
     Parameters
     ----------
     weights, means, variances : arrays of shape (N, M) (or broadcastable to it; (M,) for one
         mixture shared by all inputs). Weights must be non-negative; each row is normalised
-        to sum to one. Variances must be non-negative (zero gives a point mass).
+        to sum to one. Variances must be non-negative (zero gives a point mass, "pairs" only).
     y : shape (N,) (or scalar).
-    chunk_size : inputs per chunk (default: chosen from M).
+    chunk_size : inputs per chunk of the "pairs" form (default: chosen from M).
+    method : "auto", "pairs" or "quadrature".
 
     Returns shape (N,).
     """
+    if method not in ("auto", "pairs", "quadrature"):
+        raise ValueError(f"method must be 'auto', 'pairs' or 'quadrature', got {method!r}")
     w = np.atleast_2d(as_numpy(weights, "weights"))
     mu = np.atleast_2d(as_numpy(means, "means"))
     var = np.atleast_2d(as_numpy(variances, "variances"))
@@ -165,7 +190,34 @@ def crps_mixture(weights, means, variances, y, *, chunk_size: int | None = None)
     if np.any(~(total > 0)):
         raise ValueError("each row of mixture weights must have a positive sum")
     w = w / total
-    m = w.shape[1]
+    out = np.empty(n, dtype=np.float64)
+    if method == "pairs":
+        quad = np.zeros(n, dtype=bool)
+    else:
+        sd = np.sqrt(var)
+        s_min = sd.min(axis=1)
+        lo = (mu - _QUAD_TAIL * sd).min(axis=1)
+        hi = (mu + _QUAD_TAIL * sd).max(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            panels = np.ceil((hi - lo) / (_QUAD_WIDTH * s_min)) + 1  # + 1: the panel y splits
+        if method == "quadrature":
+            if np.any(~(s_min > 0)):
+                raise ValueError("the quadrature form needs positive variances (a point mass has no density)")
+            quad = np.ones(n, dtype=bool)
+        else:
+            quad = (s_min > 0) & (panels * _QUAD_NODES.size < w.shape[1])
+        if quad.any():
+            idx = np.flatnonzero(quad)
+            out[idx] = _crps_mixture_quadrature(w[idx], mu[idx], sd[idx], y[idx], lo[idx], hi[idx])
+    rest = np.flatnonzero(~quad)
+    if rest.size:
+        out[rest] = _crps_mixture_pairs(w[rest], mu[rest], var[rest], y[rest], chunk_size)
+    return out
+
+
+def _crps_mixture_pairs(w, mu, var, y, chunk_size):
+    """The closed form (crps_mixture's docstring), in chunks of inputs."""
+    n, m = w.shape
     iu, ju = np.triu_indices(m, k=1)
     if chunk_size is None:
         chunk_size = max(1, _PAIR_BUDGET // max(1, iu.size, m))
@@ -182,6 +234,43 @@ def crps_mixture(weights, means, variances, y, *, chunk_size: int | None = None)
         else:
             pairs = 0.0
         out[sl] = first - 0.5 * (diag + 2.0 * pairs)
+    return out
+
+
+def _crps_mixture_quadrature(w, mu, sd, y, lo, hi):
+    """The quadrature form (crps_mixture's docstring). Inputs are taken in order of their
+    panel count, in blocks that share the block's largest count below and above y."""
+    n, m = w.shape
+    a = np.clip(y, lo, hi)
+    step = _QUAD_WIDTH * sd.min(axis=1)
+    p_lo = np.maximum(1, np.ceil((a - lo) / step)).astype(np.int64)
+    p_hi = np.maximum(1, np.ceil((hi - a) / step)).astype(np.int64)
+    order = np.argsort(p_lo + p_hi, kind="stable")
+    g = _QUAD_NODES.size
+    out = np.empty(n, dtype=np.float64)
+    start = 0
+    while start < n:
+        # grow the block while its (rows x nodes x components) stays within the budget
+        stop = start + 1
+        while stop < n:
+            rows = order[start:stop + 1]
+            if (stop + 1 - start) * (p_lo[rows].max() + p_hi[rows].max()) * g * m > _QUAD_BUDGET:
+                break
+            stop += 1
+        rows = order[start:stop]
+        total = np.zeros(rows.size)
+        for left, right, count, upper in ((lo[rows], a[rows], p_lo[rows].max(), False),
+                                          (a[rows], hi[rows], p_hi[rows].max(), True)):
+            edges = left[:, None] + (right - left)[:, None] * np.linspace(0.0, 1.0, count + 1)
+            half = 0.5 * np.diff(edges, axis=1)
+            mid = 0.5 * (edges[:, 1:] + edges[:, :-1])
+            t = (mid[:, :, None] + half[:, :, None] * _QUAD_NODES).reshape(rows.size, -1)
+            cdf = np.einsum("rpm,rm->rp", special.ndtr((t[:, :, None] - mu[rows, None, :]) / sd[rows, None, :]),
+                            w[rows])
+            f = (1.0 - cdf) ** 2 if upper else cdf * cdf
+            total += np.sum(half * (f.reshape(rows.size, count, g) @ _QUAD_WEIGHTS), axis=1)
+        out[rows] = total + np.maximum(y[rows] - hi[rows], 0.0) + np.maximum(lo[rows] - y[rows], 0.0)
+        start = stop
     return out
 
 
@@ -387,7 +476,8 @@ def crps(pred, y) -> np.ndarray:
     the units of y. Dispatches on the type of ``pred``:
 
     * ``Normal``            -> :func:`crps_normal` (closed form)
-    * ``GaussianMixture``   -> :func:`crps_mixture` (exact closed form, O(N M^2))
+    * ``GaussianMixture``   -> :func:`crps_mixture` (exact: closed form, O(N M^2), or
+      Gauss-Legendre to rounding, O(N P M), whichever is cheaper)
     * ``Samples``           -> its ``as_mixture()`` -> :func:`crps_mixture`; exact both with
       ``noise_std`` (components N(f_s, s_s^2)) and as a kernel density (components N(f_s, h^2))
     * anything else         -> :func:`crps_quadrature`
