@@ -5,6 +5,7 @@ says why (``EXPECTED_FAILED``)."""
 import numpy as np
 import pytest
 import torch
+from sklearn.base import clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from dubito.classification import DeepEnsembleClassifier, KFACLaplace, MCDropoutClassifier
@@ -178,3 +179,16 @@ def test_every_estimator_derives_from_the_one_base():
             assert issubclass(c, base), c.__name__
             assert c._state is not DubitoEstimator._state and c._from_state is not DubitoEstimator._from_state, c.__name__
             assert c.save is DubitoEstimator.save, c.__name__  # one writer: _state -> safetensors + JSON
+
+
+@pytest.mark.parametrize("estimator", REGRESSORS + CLASSIFIERS, ids=lambda e: type(e).__name__)
+def test_device_other_than_cpu_or_cuda_is_refused_by_name(estimator):
+    # 'mps' used to pass the check and fail inside torch (or at a batch-size check first)
+    if "device" not in estimator.get_params():
+        pytest.skip(f"{type(estimator).__name__} has no device (no torch)")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = (X[:, 0] > 0).astype(int) if estimator in CLASSIFIERS else X.sum(axis=1)
+    for device in ("mps", "meta"):
+        with pytest.raises(ValueError, match=f"device='{device}': dubito runs on 'cpu' or 'cuda'"):
+            clone(estimator).set_params(device=device).fit(X, y)

@@ -82,11 +82,15 @@ def seeds_from(random_state, k: int) -> list[int]:
 
 
 def check_device(device) -> torch.device:
-    """``device`` as a ``torch.device``; one ValueError for a malformed name or CUDA that is absent."""
+    """``device`` as a ``torch.device``; one ValueError for a malformed name, a device type dubito
+    does not run on (only 'cpu' and 'cuda': 'mps', 'xla', 'meta', ... are refused up front rather
+    than failing inside torch), or CUDA that is absent."""
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError) as exc:
         raise ValueError(f"device must be a torch device string such as 'cpu' or 'cuda', got {device!r}: {exc}") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"device={device!r}: dubito runs on 'cpu' or 'cuda' (e.g. 'cuda:0'), not on {dev.type!r}")
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={device!r} but CUDA is not available here; use device='cpu'")
     return dev
