@@ -1,4 +1,6 @@
 """The main job end to end: `dubito run` prints the table and writes the report."""
+import re
+
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -20,6 +22,7 @@ def test_run_writes_table_and_report(tmp_path):
     report = (out / "report.md").read_text()
     assert "| rmse |" in report and "![calibration](calibration.png)" in report
     assert "## Convergence" not in report  # no diagnostics_: no section
+    assert re.search(r"Fit took \d+\.\d s, prediction and scoring \d+\.\d s\.", report)
     for png in ("calibration.png", "pit.png", "predictions.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -56,6 +56,8 @@ class RunResult:
     fit_seconds: float
     summaries: dict[str, dict[str, float]]
     files: list[Path] = field(default_factory=list)
+    #: seconds of predict_distribution, recalibration and the metrics on the test rows
+    scoring_seconds: float | None = None
     #: the model's ``diagnostics_`` (None for methods without one) and the console line when it
     #: did not converge (else None)
     diagnostics: dict | None = None
@@ -128,6 +130,7 @@ def run(
     start = time.perf_counter()
     model.fit(X_tr, y_tr)
     fit_seconds = time.perf_counter() - start
+    start = time.perf_counter()
     preds = _variants(model, X_te, method)
     if calibrate is not None:
         cal_preds = _variants(model, X_cal, method)
@@ -135,7 +138,8 @@ def run(
             recal = Recalibrator(method=calibrate).fit(cal_preds[name], y_cal)
             preds[f"{name} + {calibrate}"] = recal.transform(preds[name])
     summaries = {name: metrics.regression_summary(pred, y_te) for name, pred in preds.items()}
-    result = RunResult(dataset.name, method, split, len(y_tr), len(y_te), fit_seconds, summaries)
+    result = RunResult(dataset.name, method, split, len(y_tr), len(y_te), fit_seconds, summaries,
+                       scoring_seconds=time.perf_counter() - start)
     if calibrate is not None:
         result.calibration = (f"{len(y_cal)} of the {len(y_tr) + len(y_cal)} training rows held out for the "
                               f"{calibrate} recalibration (`dubito.recalibrate`); the model is fitted on the other "
@@ -178,7 +182,9 @@ def write_report(result: RunResult, preds, X_test, y_test, out: Path, model) -> 
         f"# dubito run: {result.method} on {result.data}",
         "",
         f"Split {result.split}: {result.n_train} training rows, {result.n_test} test rows. "
-        f"Fit took {result.fit_seconds:.1f} s. dubito {dubito.__version__}, Python {platform.python_version()}.",
+        f"Fit took {result.fit_seconds:.1f} s"
+        + (f", prediction and scoring {result.scoring_seconds:.1f} s" if result.scoring_seconds is not None else "")
+        + f". dubito {dubito.__version__}, Python {platform.python_version()}.",
         "",
         *([f"Data: {result.source}.", ""] if result.source else []),
         *([f"Calibration: {result.calibration}.", ""] if result.calibration else []),
