@@ -276,7 +276,8 @@ class MCDropoutClassifier(DubitoClassifier):
     standardize : "auto", True or False
         "auto": built-in networks standardise X, user networks see X as given.
     optimizer, lr, epochs, batch_size : "adam", 1e-3, 50, 128. ``epochs=0`` trains nothing
-        (a pretrained model, MC-sampled as is).
+        (a pretrained model, MC-sampled as is). A batch_size above the rows trained on is
+        refused with a held-out share, one full batch when validation_fraction=0.
     validation_fraction : float in [0, 0.5), default 0.1
         Share of the training rows held out (stratified by class) for early stopping on their NLL
         (module docstring); 0 trains on every row for ``epochs`` epochs. Refused (ValueError): a

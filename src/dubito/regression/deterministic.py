@@ -374,7 +374,8 @@ class DeterministicRegressor(_MLPRegressor):
         Coupled L2 (torch convention: loss + weight_decay/2 ||theta||^2); none is given for
         this benchmark.
     batch_size : int, default 32
-        Spec §2.2 [C].
+        Spec §2.2 [C]. More rows than are trained on: refused with a held-out share,
+        one full batch when validation_fraction=0.
     epochs : int, default 60
         "up to 60 epochs" (spec §2.2 [C]; the authors stopped by eye on validation loss).
     device : str, default "cpu"

@@ -94,7 +94,8 @@ class MCDropoutRegressor(_MLPRegressor):
         Coupled L2 in torch's convention (loss + weight_decay/2 ||theta||^2): the benchmark's
         Keras ``l2(1e-6)`` on weights and biases (loss + 1e-6 ||theta||^2; spec §3.3 [C]).
     batch_size : int, default 32
-        Spec §2.2 [C].
+        Spec §2.2 [C]. More rows than are trained on: refused with a held-out share,
+        one full batch when validation_fraction=0.
     epochs : int, default 60
         Spec §2.2 [C] ("up to 60").
     device : str, default "cpu"

@@ -302,7 +302,8 @@ class DeepEnsembleRegressor(DubitoRegressor):
         lambda_prior = lambda_tab.
     batch_size : int, default 64
         Mini-batch size; the paper's toys and Blog (Table 1 uses 8-128). With a held-out
-        share the training rows must be at least this many.
+        share the training rows must be at least this many; with
+        validation_fraction=0 a larger batch is one full batch.
     epochs : int, default 500
         The cap on epochs; with ``validation_fraction > 0`` each member stops earlier, at its
         best held-out NLL (measured best epochs: diabetes 4-35, wine 8-26, kin8nm 26-29,

@@ -273,7 +273,8 @@ class HyperVIRegressor(DubitoRegressor):
     n_ood_points : int, default 200 — T (50 for the synthetic set).
     lr : 0.005; lr_factor : 0.7; lr_patience : 30 (the spec's "patience" of the plateau
         schedule); min_lr : 1e-4; max_epochs : 2000 (§2.9).
-    batch_size : int, default 50 (500 for the large sets).
+    batch_size : int, default 50 (500 for the large sets); more than the rows trained on: one full
+        batch.
     validation_fraction : float in [0, 0.5), default 0.1 — held-out share of the training rows
         for early stopping (`dubito.early_stopping.DEFAULT_VALIDATION_FRACTION`, scikit-learn's
         ``MLPRegressor``); 0: the paper's protocol, every row trained on.

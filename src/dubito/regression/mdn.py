@@ -83,7 +83,8 @@ class MixtureDensityRegressor(_MLPRegressor):
     weight_decay : float, default 0.0
         Coupled L2 (torch convention); none is given for this benchmark.
     batch_size : int, default 32
-        Spec §2.2 [C].
+        Spec §2.2 [C]. More rows than are trained on: refused with a held-out share,
+        one full batch when validation_fraction=0.
     epochs : int, default 150
         "up to 150 epochs" (spec §3.3 [C]).
     device : str, default "cpu"
