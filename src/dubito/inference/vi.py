@@ -43,9 +43,19 @@ import torch
 
 from dubito.inference.diagnostics import ConvergenceWarning
 
-__all__ = ["FactorGaussian", "Adadelta", "elbo_estimate_and_gradients", "VIHistory", "VIResult", "fit_vi", "make_generator"]
+__all__ = ["FactorGaussian", "Adadelta", "elbo_estimate_and_gradients", "VIHistory", "VIResult", "fit_vi", "make_generator",
+           "draw"]
 
 LOG_2PI = math.log(2.0 * math.pi)
+
+
+def draw(kind: str, shape, generator: torch.Generator | None, device, dtype=torch.float64) -> torch.Tensor:
+    """``torch.randn`` ("normal") or ``torch.rand`` ("uniform") of ``shape`` from ``generator`` on the
+    generator's own device, moved to ``device``: a CPU generator gives the same numbers whatever
+    the device, so a seed means the same fit on a CPU and a GPU (up to the order of reductions)."""
+    fn = torch.randn if kind == "normal" else torch.rand
+    where = generator.device if generator is not None else device
+    return fn(tuple(shape), generator=generator, dtype=dtype, device=where).to(device)
 
 
 def make_generator(seed=None, device="cpu") -> torch.Generator:
@@ -116,9 +126,10 @@ class FactorGaussian:
         return 0.5 * (self.dim * (1.0 + LOG_2PI) + self.logdet())
 
     def sample(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
-        kw = dict(dtype=self.mean.dtype, device=self.mean.device, generator=generator)
-        xi = torch.randn(n, self.rank, **kw)
-        delta = torch.randn(n, self.dim, **kw)
+        """n draws; from ``generator`` on its own device (`draw`), so a CPU generator gives the same
+        draws on every device."""
+        xi = draw("normal", (n, self.rank), generator, self.mean.device, self.mean.dtype)
+        delta = draw("normal", (n, self.dim), generator, self.mean.device, self.mean.dtype)
         return self.mean + xi @ self.factor.T + delta * self.diag
 
     def to_dict(self) -> dict[str, torch.Tensor]:
@@ -258,20 +269,20 @@ def fit_vi(
         raise ValueError(f"rank must be in [1, dim={dim}]; got {rank}")
     if n_draws < 1 or max_iter < 1 or window < 1:
         raise ValueError("n_draws, max_iter and window must be positive")
-    gen = make_generator(seed, device)
+    gen = make_generator(seed)  # on the CPU whatever the device: the same draws everywhere (`draw`)
 
     mask = torch.ones(dim, rank, **f64).tril()
     mu = (torch.as_tensor(init_mean, **f64).clone() if init_mean is not None
-          else torch.rand(dim, generator=gen, **f64))
+          else draw("uniform", (dim,), gen, device))
     if init_factor is not None:
         B = torch.as_tensor(init_factor, **f64).clone() * mask
     else:
         while True:  # U(0, 1) lower-triangular, redrawn until of full rank (code)
-            B = torch.rand(dim, rank, generator=gen, **f64) * mask
+            B = draw("uniform", (dim, rank), gen, device) * mask
             if torch.linalg.matrix_rank(B) == rank:
                 break
     d = (torch.as_tensor(init_diag, **f64).clone() if init_diag is not None
-         else torch.rand(dim, generator=gen, **f64))
+         else draw("uniform", (dim,), gen, device))
     if mu.shape != (dim,) or B.shape != (dim, rank) or d.shape != (dim,):
         raise ValueError("init_mean, init_factor, init_diag must be (dim,), (dim, rank), (dim,)")
 
@@ -295,8 +306,8 @@ def fit_vi(
         for t in range(1, max_iter + 1):
             q = FactorGaussian(mu, B, d)
             w = q._woodbury()
-            xi = torch.randn(n_draws, rank, generator=gen, **f64)
-            delta = torch.randn(n_draws, dim, generator=gen, **f64)
+            xi = draw("normal", (n_draws, rank), gen, device)
+            delta = draw("normal", (n_draws, dim), gen, device)
             theta = mu + xi @ B.T + delta * d
             lh, g = value_and_grad(theta)
             value, grads = elbo_estimate_and_gradients(q, lh, g, xi, delta, entropy_grad, _w=w)

@@ -501,7 +501,7 @@ def fit_copula_posterior(
 
     if inference == "vi":
         rank = min(check_int(rank, "rank", min_value=1), dim)
-        gen = make_generator(seed, model.device)
+        gen = make_generator(seed)  # a CPU generator: the same draws on a GPU (dubito.inference.vi.draw)
         kw = {}
         if init_t is not None:
             kw["init_mean"] = init_t
