@@ -253,3 +253,33 @@ def test_run_calibrate_reports_before_and_after(tmp_path):
     assert "| deterministic | deterministic + conformal |" in text and "held out for the conformal recalibration" in text
     with pytest.raises(ValueError, match="unknown recalibration 'platt'"):
         run("diabetes", "deterministic", tmp_path / "s", progress=False, calibrate="platt")
+
+
+def test_output_and_store_paths_are_checked_before_any_work(tmp_path, monkeypatch):
+    # these used to raise FileExistsError / sqlite3.OperationalError after the fit or the grid, or
+    # (--device cuda without CUDA) to store every cell as failed
+    import torch
+
+    import dubito.run as run_module
+
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+
+    cases = [
+        (["run", "--data", "diabetes", "--out", str(a_file), "--quiet"], "is an existing file; give a folder"),
+        (["run", "--data", "diabetes", "--out", str(a_file / "sub"), "--quiet"], "cannot write to the report folder"),
+        (["bench", "recalibrate", "--store", str(tmp_path / "absent" / "s.sqlite"), "--quiet"], "does not exist"),
+        (["bench", "recalibrate", "--store", str(tmp_path), "--quiet"], "is a folder; give the store's file name"),
+        (["report", "recalibrate", "--store", str(tmp_path / "s.sqlite"), "--out", str(a_file)], "is an existing file"),
+    ]
+    if not torch.cuda.is_available():
+        cases.append((["bench", "recalibrate", "--store", str(tmp_path / "s.sqlite"), "--device", "cuda", "--quiet"],
+                      "CUDA is not available"))
+    for args, message in cases:
+        if args[0] == "run":
+            monkeypatch.setattr(run_module, "time", None)  # the fit's timer: reached only after the check
+        result = runner.invoke(app, args)
+        monkeypatch.undo()
+        assert result.exit_code == 2, (args, result.output)
+        assert message in " ".join(result.output.split()), (message, result.output)
+    assert not (tmp_path / "s.sqlite").exists()  # no store was created by the refused runs

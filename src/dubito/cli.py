@@ -175,7 +175,10 @@ def report(
     """Write the Markdown report of an experiment (ours beside the paper's numbers) with plots."""
     from dubito.experiments.report import write_report
 
+    from dubito.io import check_output_folder
+
     try:
+        check_output_folder(out, "--out")
         path = write_report(experiment, store=store, out_dir=out, preset=preset)
     except (ValueError, FileNotFoundError) as exc:
         _fail(exc)

@@ -73,6 +73,40 @@ def _atomic_replace(path: Path, write) -> None:
         raise
 
 
+def check_output_folder(path, option: str = "--out") -> Path:
+    """Create the folder ``path`` (with its parents) and check that a file can be written in it,
+    before any long work: one ValueError naming ``option`` when ``path`` is an existing file, or
+    cannot be created or written (read-only, no permission). Returns ``Path(path)``."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{option} {path} is an existing file; give a folder (it is created if absent)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".dubito-write-check-"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"cannot write to the {option} folder {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def check_store_path(path, option: str = "--store") -> Path:
+    """Check, before any work, that the SQLite store ``path`` can be created or opened for writing:
+    one ValueError naming ``option`` for a folder, a missing parent folder or one that cannot be
+    written."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{option} {path} is a folder; give the store's file name (e.g. results.sqlite)")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise ValueError(f"{option} {path}: its folder {parent} does not exist")
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            raise ValueError(f"{option} {path} is read-only")
+    else:
+        check_output_folder(parent, f"{option}'s")
+    return path
+
+
 def atomic_write_bytes(path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the new one, never half."""
     _atomic_replace(Path(path), lambda fh: fh.write(data))

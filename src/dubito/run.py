@@ -29,7 +29,7 @@ from dubito import data as datasets
 from dubito import metrics, plots
 from dubito.data.user_table import is_table_path
 from dubito.inference.convergence import convergence_line, convergence_section
-from dubito.io import atomic_write_text
+from dubito.io import atomic_write_text, check_output_folder
 from dubito.methods import get_method
 from dubito.recalibrate import CAL_FRACTION, Recalibrator, calibration_split
 
@@ -127,6 +127,7 @@ def run(
         fit_rows, cal_rows = calibration_split(len(y_tr), calibration_fraction, seed=[int(seed), int(split)])
         X_tr, y_tr, X_cal, y_cal = X_tr[fit_rows], y_tr[fit_rows], X_tr[cal_rows], y_tr[cal_rows]
     model = get_method(method).make(random_state=seed, device=device, progress=progress, **overrides)
+    check_output_folder(out, "report folder (--out)")  # before the fit, not after it
     start = time.perf_counter()
     model.fit(X_tr, y_tr)
     fit_seconds = time.perf_counter() - start

@@ -201,6 +201,11 @@ def run_grid(
     cells = exp.cells(preset, datasets, methods)
     if executor not in KINDS:  # before the store is created
         raise ValueError(f"unknown executor {executor!r}; available: {', '.join(KINDS)}")
+    from dubito._estimator import check_device
+    from dubito.io import check_store_path
+
+    check_device(device)  # 'cuda' without CUDA: one error now, not every cell stored as failed
+    check_store_path(store)
     missing = exp.unavailable(exp.preset(preset))
     unavailable = {d: why for d, why in missing.items() if not datasets or d in datasets}
     for dataset, why in unavailable.items():
