@@ -120,3 +120,42 @@ def test_cli_export_import(tmp_path):
     assert res.exit_code == 2 and "not UTF-8 text" in " ".join(res.output.split())  # rich wraps lines
     res = runner.invoke(app, ["store", "export", "exp", str(out), "--store", str(tmp_path / "none.sqlite")])
     assert res.exit_code == 2 and "no results store" in " ".join(res.output.split())
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        # values of the right JSON type that no finished cell can have (issue 22, part 7): seconds NaN
+        # raised IntegrityError, split 1e30 OverflowError; the others were accepted
+        ({"seconds": float("nan")}, r"seconds nan \(a duration is finite and >= 0\)"),
+        ({"seconds": -1}, r"seconds -1 \(a duration"),
+        ({"split": 10**30}, r"split 10{30} \(a split is an index >= 0\)"),
+        ({"split": -5}, r"split -5 \(a split is an index >= 0\)"),
+        ({"seed": 2**64}, r"seed .* \(outside 64-bit integers\)"),
+        ({"experiment": ""}, "experiment is empty"),
+        ({"method": "  "}, "method is empty"),
+        ({"variants": {}}, "variants is empty"),
+        ({"finished_at": "yesterday"}, r"finished_at 'yesterday' \(not an ISO 8601 time\)"),
+    ],
+)
+def test_values_a_finished_cell_cannot_have_are_refused_with_the_line(tmp_path, change, message):
+    src = _source(tmp_path / "a.sqlite")
+    export_cells(src, tmp_path / "good.jsonl", "exp", "paper")
+    header, good, other = (tmp_path / "good.jsonl").read_text().splitlines()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([header, good, json.dumps({**json.loads(other), **change})]) + "\n")
+    dst = ResultsStore(tmp_path / "b.sqlite")
+    with pytest.raises(ValueError, match="line 3: " + message):
+        import_cells(dst, bad)
+    assert dst.rows("exp", status=None) == []
+
+
+def test_a_cell_repeated_in_one_file_is_refused_naming_both_lines(tmp_path):
+    # it used to be dropped and counted as "already there"
+    src = _source(tmp_path / "a.sqlite")
+    export_cells(src, tmp_path / "good.jsonl", "exp", "paper")
+    header, good, other = (tmp_path / "good.jsonl").read_text().splitlines()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([header, good, other, good]) + "\n")
+    with pytest.raises(ValueError, match=r"line 4: the same cell .* as line 2"):
+        import_cells(ResultsStore(tmp_path / "b.sqlite"), bad)

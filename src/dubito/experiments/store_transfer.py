@@ -12,7 +12,9 @@ their provenance, and never replaces a finished cell (first result wins, as in t
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, fields
+from datetime import datetime
 from pathlib import Path
 
 from dubito.experiments.store import APPLICATION, ResultsStore, StoredCell
@@ -40,6 +42,28 @@ def _wrong_types(row: dict) -> list[str]:
         f"{name} ({type(value).__name__})" for name, value in row.items()
         if isinstance(value, bool) or not isinstance(value, _TYPES[name])
     ]
+
+
+_INT64 = 2**63
+
+
+def _wrong_values(row: dict) -> list[str]:
+    """The fields of ``row`` (types already checked) whose value a finished cell cannot have."""
+    bad = [f"{name} is empty" for name in ("experiment", "preset", "dataset", "method") if not row[name].strip()]
+    if not 0 <= row["split"] < _INT64:
+        bad.append(f"split {row['split']} (a split is an index >= 0)")
+    if not -_INT64 <= row["seed"] < _INT64:
+        bad.append(f"seed {row['seed']} (outside 64-bit integers)")
+    seconds = float(row["seconds"])
+    if not (math.isfinite(seconds) and seconds >= 0):
+        bad.append(f"seconds {row['seconds']} (a duration is finite and >= 0)")
+    if not row["variants"]:
+        bad.append("variants is empty (a finished cell has at least one)")
+    try:
+        datetime.fromisoformat(row["finished_at"])
+    except ValueError:
+        bad.append(f"finished_at {row['finished_at']!r} (not an ISO 8601 time)")
+    return bad
 
 
 def _header() -> dict:
@@ -81,6 +105,7 @@ def _parse(path: Path) -> list[StoredCell]:
             f"version {ResultsStore.SCHEMA_VERSION}"
         )
     cells = []
+    lines_of: dict[tuple, int] = {}  # cell key -> its line
     for number, line in enumerate(text[1:], start=2):
         if not line.strip():
             continue
@@ -98,7 +123,15 @@ def _parse(path: Path) -> list[StoredCell]:
             raise ValueError(f"{path} line {number}: wrong value types for {', '.join(wrong)}")
         if row["status"] != "done":
             raise ValueError(f"{path} line {number}: status {row['status']!r}; only finished ('done') cells travel")
-        cells.append(StoredCell(**row))
+        bad = _wrong_values(row)
+        if bad:
+            raise ValueError(f"{path} line {number}: {'; '.join(bad)}")
+        cell = StoredCell(**row)
+        if cell.key in lines_of:
+            raise ValueError(f"{path} line {number}: the same cell {cell.key} as line {lines_of[cell.key]}; "
+                             "a file holds each cell once")
+        lines_of[cell.key] = number
+        cells.append(cell)
     return cells
 
 
