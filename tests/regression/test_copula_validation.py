@@ -134,3 +134,29 @@ def test_search_space_is_declared_and_valid():
     space = check_space(est, None)
     assert {"lr", "weight_decay", "n_features", "hidden"} <= set(space)
     assert isinstance(est, DubitoRegressor)
+
+
+def test_dataframe_column_names_survive_the_network_fit_and_a_reorder_is_refused():
+    # _fit_net validated the numpy X again and dropped feature_names_in_: columns passed in another
+    # order were used as they came, with only scikit-learn's "fitted without feature names" warning
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(120, 3)), columns=["a", "b", "c"])
+    y = 2.0 * X["a"].to_numpy() + rng.normal(size=120)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = ImplicitCopulaRegressor(epochs=3, vi_max_iter=100, vi_min_iter=20, n_draws=10, progress=False,
+                                    random_state=0).fit(X, y)
+    assert list(m.feature_names_in_) == ["a", "b", "c"]
+    with pytest.raises(ValueError, match="feature names"):
+        m.predict(X[["c", "b", "a"]])
+
+
+def test_a_response_whose_squares_overflow_is_refused_by_name():
+    # y x 1e200 gave a NaN predictive silently; 1e100 is the documented ceiling
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(60, 2))
+    y = (X[:, 0] + rng.normal(size=60)) * 1e200
+    with pytest.raises(ValueError, match=r"\|y\| reaches .*rescale y below 1e\+100"):
+        ImplicitCopulaRegressor(epochs=2, progress=False).fit(X, y)

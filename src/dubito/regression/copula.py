@@ -494,7 +494,10 @@ class ImplicitCopulaRegressor(_MLPRegressor):
         z = marginal.pseudo_response(y)
         # sets net_, x_mean_, x_scale_, loss_curve_, validation_curve_, best_epoch_, stopped_by_:
         # trained on the standardised z of the rows not held out, stopped early on the held-out ones
-        self._fit_net(X, z)
+        names = getattr(self, "feature_names_in_", None)
+        self._fit_net(X, z)  # validates the numpy X again, which drops the names of a DataFrame's columns
+        if names is not None:
+            self.feature_names_in_ = names
         self.n_train_ = int(X.shape[0])  # the marginal's and the copula's rows: all of them
         psi = self._network_features((X - self.x_mean_) / self.x_scale_)
         if not np.all(np.isfinite(psi)):

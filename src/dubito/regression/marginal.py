@@ -136,6 +136,12 @@ def _values(y, name: str) -> np.ndarray:
         raise ValueError(f"{name} must be numeric: {exc}") from None
 
 
+#: The largest |y| the KDE marginal takes: the predictive's moments sum squares of grid values
+#: (measured with the IC-NLM: mean, variance and log density finite at |y| ~ 1e100, the variance
+#: inf at 1e140; y x 1e200 gave a NaN predictive without a word).
+_MAX_ABS_Y = 1e100
+
+
 class KDEMarginal:
     r"""Gaussian-kernel KDE of the response marginal, tabulated on a fine grid (IC-NLM step 1).
 
@@ -189,6 +195,11 @@ class KDEMarginal:
         bad = ~np.isfinite(y)
         if bad.any():
             raise ValueError(f"y must be finite (found {int(bad.sum())} NaN/inf, first at index {int(np.flatnonzero(bad)[0])})")
+        if np.max(np.abs(y)) > _MAX_ABS_Y:
+            raise ValueError(
+                f"|y| reaches {np.max(np.abs(y)):.3g}: squares of such values overflow float64 in the density "
+                f"and its grid (the predictive would be NaN); rescale y below {_MAX_ABS_Y:.0e}, e.g. divide it by a "
+                "power of ten")
         outside = (y < lo) | (y > hi)
         if outside.any():
             raise ValueError(
