@@ -153,3 +153,53 @@ def test_rebuilding_turns_a_missing_key_into_one_clear_error():
     with pytest.raises(ValueError, match="bad on purpose"):  # not in errors: passes through unchanged
         with rebuilding("m.safetensors", "Thing"):
             raise ValueError("bad on purpose")
+
+
+def _rewrite(path, metadata_change=None, tensors=None):
+    """Rewrite a saved file with edited metadata or tensors, keeping its recorded SHA-256."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as fh:
+        metadata = dict(fh.metadata())
+        stored = {k: fh.get_tensor(k) for k in fh.keys()}
+    if metadata_change:
+        metadata.update(metadata_change(metadata))
+    save_file(tensors if tensors is not None else stored, str(path), metadata=metadata)
+
+
+def test_a_changed_value_or_byte_is_refused_by_the_files_sha256(tmp_path):
+    # issue 22: edited fitted values (y_scale = -1, a string y_mean) and flipped bytes loaded silently
+    path = tmp_path / "m.safetensors"
+    settings = {"fitted": {"y_scale": 2.0, "y_mean": 0.5}}
+    tensors = {"w": torch.randn(4, 3, dtype=torch.float64)}
+    for change in (
+        lambda m: {"settings": m["settings"].replace("2.0", "-1.0")},
+        lambda m: {"settings": m["settings"].replace("0.5", '"1e3"')},
+        lambda m: {"dubito_class": "Thing", "settings": m["settings"] + " "},
+    ):
+        save_tensors(path, tensors, "Thing", settings)
+        _rewrite(path, metadata_change=change)
+        with pytest.raises(ValueError, match="is not what was saved"):
+            load_tensors(path, "Thing")
+    save_tensors(path, tensors, "Thing", settings)
+    edited = {"w": tensors["w"].clone()}
+    edited["w"][1, 2] = float("nan")
+    _rewrite(path, tensors=edited)
+    with pytest.raises(ValueError, match="is not what was saved"):
+        load_tensors(path, "Thing")
+    save_tensors(path, tensors, "Thing", settings)  # untouched: loads
+    assert load_tensors(path, "Thing")[1] == settings
+
+
+def test_a_file_without_a_digest_still_loads_and_nested_json_is_one_clear_error(tmp_path):
+    from dubito.io import FORMAT_VERSION, content_digest
+
+    path = tmp_path / "old.safetensors"
+    meta = {"dubito_format": FORMAT_VERSION, "dubito_class": "Thing", "settings": json.dumps({"a": 1})}
+    save_file({"w": torch.zeros(2)}, str(path), metadata=meta)  # as dubito wrote files before the digest
+    assert load_tensors(path, "Thing")[1] == {"a": 1}
+    deep = dict(meta, settings="[" * 100_000 + "]" * 100_000)
+    deep["sha256"] = content_digest({"w": torch.zeros(2)}, deep)
+    save_file({"w": torch.zeros(2)}, str(path), metadata=deep)
+    with pytest.raises(ValueError, match="corrupted settings metadata: RecursionError"):
+        load_tensors(path, "Thing")

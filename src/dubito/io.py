@@ -12,6 +12,7 @@ as JSON), `params_from_json` (their inverse), `feature_names_json` / `set_featur
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -20,9 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
-from safetensors import safe_open
 
 FORMAT_VERSION = "1"
 
@@ -116,8 +116,22 @@ def atomic_write_text(path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def content_digest(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> str:
+    """SHA-256 (hex) of a model file's content: its metadata (all but the digest itself, as sorted
+    JSON), then every tensor by sorted name with its dtype, shape and raw bytes (CPU tensors)."""
+    h = hashlib.sha256(json.dumps({k: v for k, v in metadata.items() if k != "sha256"}, sort_keys=True).encode())
+    for name in sorted(tensors):
+        t = tensors[name].detach().to("cpu")
+        h.update(f"\0{name}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
+        if t.numel():  # a fresh 1-D buffer has stride 1 (a size-1 view may not), as a byte view needs
+            flat = torch.empty(t.numel(), dtype=t.dtype).copy_(t.reshape(-1))
+            h.update(flat.view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
 def save_tensors(path, tensors: dict[str, torch.Tensor], cls_name: str, settings: dict) -> None:
-    """Atomically write tensors (safetensors) with the class name and JSON settings as metadata."""
+    """Atomically write tensors (safetensors) with the class name, JSON settings and the SHA-256 of
+    all of it (`content_digest`) as metadata."""
     path = Path(path)
     metadata = {
         "dubito_format": FORMAT_VERSION,
@@ -125,6 +139,7 @@ def save_tensors(path, tensors: dict[str, torch.Tensor], cls_name: str, settings
         "settings": json.dumps(settings, sort_keys=True),
     }
     cpu = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}
+    metadata["sha256"] = content_digest(cpu, metadata)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
@@ -146,7 +161,7 @@ def load_tensors(path, cls_name: str, device="cpu") -> tuple[dict[str, torch.Ten
     try:
         with safe_open(str(path), framework="pt") as fh:
             metadata = fh.metadata() or {}
-        tensors = load_file(str(path), device=str(device))
+        tensors = load_file(str(path), device="cpu")
     except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
         raise ValueError(f"{path} is not a readable safetensors model file (corrupted or truncated?): {exc}") from None
     if metadata.get("dubito_format") is None or "dubito_class" not in metadata:
@@ -157,10 +172,17 @@ def load_tensors(path, cls_name: str, device="cpu") -> tuple[dict[str, torch.Ten
         )
     if metadata["dubito_class"] != cls_name:
         raise ValueError(f"{path} holds a {metadata['dubito_class']}, not a {cls_name}")
+    # files written before the digest existed have none and load as before
+    if "sha256" in metadata and content_digest(tensors, metadata) != metadata["sha256"]:
+        raise ValueError(
+            f"{path} is not what was saved: the SHA-256 of its settings and tensors differs from the one "
+            "written with them (a changed byte, an edited value, a truncated copy); load the original file")
     try:
         settings = json.loads(metadata.get("settings", "{}"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path} has corrupted settings metadata: {exc}") from None
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise ValueError(f"{path} has corrupted settings metadata: {type(exc).__name__}") from None
+    if str(device) != "cpu":
+        tensors = {k: v.to(device) for k, v in tensors.items()}
     return tensors, settings
 
 
