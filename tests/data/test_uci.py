@@ -130,3 +130,43 @@ def test_corrupt_user_copy_is_reported(uci_dir, tmp_path):
     (dst / "index_test_3.txt").unlink()
     with pytest.raises(FileNotFoundError, match="index_test_3.txt"):
         load_uci("yacht", data_dir=tmp_path)
+
+
+def test_copies_that_differ_from_the_manifest_are_named(uci_dir, tmp_path, monkeypatch):
+    # issue 22, part 5: a target x 1000, a split with rows removed or repeated, an edited cached
+    # value and a zero-byte cached file all loaded silently
+    import shutil
+    import warnings
+
+    from dubito.data.uci import cache_dir
+
+    user = tmp_path / "user" / "yacht"
+    shutil.copytree(uci_dir / "yacht", user)
+    data = np.loadtxt(user / "data.txt")
+    data[:, -1] *= 1000.0
+    np.savetxt(user / "data.txt", data)
+    with pytest.warns(UserWarning, match="data.txt differ from the standard files"):
+        ds = load_uci("yacht", data_dir=tmp_path / "user")
+    assert ds.y.max() > 1000  # a user's copy still loads: it may be prepared differently on purpose
+    train = np.loadtxt(user / "index_train_0.txt", dtype=int)
+    (user / "index_train_0.txt").write_text("\n".join(map(str, np.append(train, train[:3]))))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match="split 0: the train indices repeat 3 row"):
+            load_uci("yacht", data_dir=tmp_path / "user")
+        test = np.loadtxt(user / "index_test_0.txt", dtype=int)
+        (user / "index_train_0.txt").write_text("\n".join(map(str, np.append(train, test[:2]))))
+        with pytest.raises(ValueError, match="split 0: 2 row.s. are in both the train and the test"):
+            load_uci("yacht", data_dir=tmp_path / "user")
+
+    cached = cache_dir() / "uci" / "yacht"  # the conftest's empty cache: fill it as a download would
+    shutil.copytree(uci_dir / "yacht", cached)
+    monkeypatch.delenv("DUBITO_DATA", raising=False)
+    assert load_uci("yacht").X.shape == (308, 6)
+    (cached / "data.txt").write_text((cached / "data.txt").read_text().replace("0.", "1.", 1))
+    with pytest.raises(ValueError, match="cached UCI files data.txt .* delete .* to download them afresh"):
+        load_uci("yacht")
+    shutil.copy(uci_dir / "yacht" / "data.txt", cached / "data.txt")
+    (cached / "index_test_4.txt").write_bytes(b"")
+    with pytest.raises(ValueError, match="index_test_4.txt .* delete"):
+        load_uci("yacht")

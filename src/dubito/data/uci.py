@@ -34,6 +34,7 @@ import os
 import urllib.error
 import urllib.parse
 import urllib.request
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -290,6 +291,46 @@ def uci_path(name: str, *, data_dir=None, download: bool = True, timeout: float 
     return cached
 
 
+def _check_against_manifest(spec: UCISpec, folder: Path) -> None:
+    """Compare the files of ``folder`` with the shipped SHA-256 manifest. The cache holds only
+    files verified when downloaded, so a mismatch there is corruption: one ValueError saying to
+    delete the folder. A user's folder (``DUBITO_DATA``, ``data_dir``) may be a copy prepared
+    differently: a warning naming the files (its numbers are not comparable with published ones)."""
+    expected = manifest().get(spec.folder, {})
+    changed = [name for name, digest in sorted(expected.items())
+               if (folder / name).is_file() and hashlib.sha256((folder / name).read_bytes()).hexdigest() != digest]
+    if not changed:
+        return
+    listed = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+    try:
+        cached = folder.resolve().is_relative_to((cache_dir() / "uci").resolve())
+    except OSError:
+        cached = False
+    if cached:
+        raise ValueError(
+            f"the cached UCI files {listed} in {folder} no longer match the SHA-256 they were verified "
+            f"against when downloaded (edited, truncated or corrupted): delete {folder} and load "
+            f"{spec.name!r} again to download them afresh")
+    warnings.warn(
+        f"UCI {spec.name!r} in {folder}: {listed} differ from the standard files (dubito's SHA-256 manifest "
+        "of the Hernandez-Lobato & Adams splits); results on this copy are not comparable with published ones",
+        UserWarning, stacklevel=3)
+
+
+def _check_split(train: np.ndarray, test: np.ndarray, n: int, where: str) -> None:
+    """One ValueError for split indices that repeat, overlap or fall outside the n rows."""
+    for name, idx in (("train", train), ("test", test)):
+        if idx.size == 0:
+            raise ValueError(f"{where}: the {name} indices are empty")
+        if np.unique(idx).size != idx.size:
+            raise ValueError(f"{where}: the {name} indices repeat {idx.size - np.unique(idx).size} row(s)")
+        if idx.min() < 0 or idx.max() >= n:
+            raise ValueError(f"{where}: {name} indices outside the {n} rows of data.txt")
+    both = np.intersect1d(train, test)
+    if both.size:
+        raise ValueError(f"{where}: {both.size} row(s) are in both the train and the test indices")
+
+
 def _read_ints(path: Path) -> np.ndarray:
     try:
         arr = np.loadtxt(path, dtype=np.int64, ndmin=1)
@@ -308,6 +349,7 @@ def load_uci(name: str, *, data_dir=None, download: bool = True, timeout: float 
     """
     spec = _spec(name)
     folder = uci_path(spec.name, data_dir=data_dir, download=download, timeout=timeout)
+    _check_against_manifest(spec, folder)
     try:
         data = np.loadtxt(folder / "data.txt", dtype=np.float64, ndmin=2)
     except ValueError as exc:
@@ -332,7 +374,9 @@ def load_uci(name: str, *, data_dir=None, download: bool = True, timeout: float 
         for f in files:
             if not f.is_file():
                 raise FileNotFoundError(f"split file {f} is missing (n_splits.txt says {int(n_splits[0])} splits)")
-        splits.append(tuple(_read_ints(f) for f in files))
+        train, test = (_read_ints(f) for f in files)
+        _check_split(train, test, n, f"{folder} split {k}")
+        splits.append((train, test))
     names = list(spec.feature_names) if spec.feature_names else [f"x{i}" for i in range(feat.size)]
     if len(names) != feat.size:  # a differently prepared copy: fall back to neutral names
         names = [f"x{i}" for i in range(feat.size)]
