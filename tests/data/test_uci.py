@@ -170,3 +170,14 @@ def test_copies_that_differ_from_the_manifest_are_named(uci_dir, tmp_path, monke
     (cached / "index_test_4.txt").write_bytes(b"")
     with pytest.raises(ValueError, match="index_test_4.txt .* delete"):
         load_uci("yacht")
+
+
+def test_a_dubito_data_folder_without_the_set_is_named_when_the_download_fails(tmp_path, monkeypatch):
+    # the offline error told the user to set DUBITO_DATA, which was set (to a folder without data.txt)
+    from dubito.data import DownloadError
+
+    (tmp_path / "yacht").mkdir()
+    (tmp_path / "yacht" / "index_target.txt").write_text("6\n")
+    monkeypatch.setenv("DUBITO_DATA", str(tmp_path))
+    with pytest.raises(DownloadError, match=f"DUBITO_DATA={tmp_path} has no yacht/data.txt with its index files"):
+        load_uci("yacht")

@@ -287,7 +287,14 @@ def uci_path(name: str, *, data_dir=None, download: bool = True, timeout: float 
             "and download=False. Set DUBITO_DATA to a folder holding "
             f"{spec.folder}/data.txt (and its index files), or allow the download."
         )
-    _download(spec, cached, timeout)
+    try:
+        _download(spec, cached, timeout)
+    except DownloadError as exc:
+        if env:  # say why the folder the user set was passed over, not only how to set one
+            raise DownloadError(
+                f"DUBITO_DATA={env} has no {spec.folder}/data.txt with its index files (looked in "
+                f"{Path(env) / spec.folder} and {Path(env) / spec.folder / 'data'}); {exc}") from exc
+        raise
     return cached
 
 
