@@ -203,3 +203,12 @@ def test_a_file_without_a_digest_still_loads_and_nested_json_is_one_clear_error(
     save_file({"w": torch.zeros(2)}, str(path), metadata=deep)
     with pytest.raises(ValueError, match="corrupted settings metadata: RecursionError"):
         load_tensors(path, "Thing")
+
+
+def test_rebuilding_turns_an_exhausted_memory_into_one_clear_error(tmp_path):
+    # issue 22, part 3: n_classes = 10**9 in a file ended in a bare MemoryError
+    from dubito.io import rebuilding
+
+    with pytest.raises(ValueError, match="needs more than this machine has \\(MemoryError\\)"):
+        with rebuilding(tmp_path / "m.safetensors", "Thing"):
+            raise MemoryError()

@@ -250,9 +250,13 @@ def set_feature_names(est, names) -> None:
 @contextmanager
 def rebuilding(path, cls_name: str, errors=(KeyError, TypeError, RuntimeError, AttributeError, IndexError)):
     """Rebuild an estimator from a file's tensors and settings inside this block: a missing key,
-    a wrong type or a tensor that does not fit (``errors``) becomes ONE ``ValueError`` that names
-    the file and the class."""
+    a wrong type or a tensor that does not fit (``errors``), or settings whose sizes exhaust memory
+    (MemoryError, OverflowError), becomes ONE ``ValueError`` that names the file and the class."""
     try:
         yield
     except errors as exc:
         raise ValueError(f"{path} is a {cls_name} file with inconsistent contents (corrupted?): {exc}") from None
+    except (MemoryError, OverflowError, RecursionError) as exc:  # settings asking for absurd sizes
+        raise ValueError(
+            f"{path}: rebuilding the {cls_name} it describes needs more than this machine has "
+            f"({type(exc).__name__}); its settings ask for an absurd size (a crafted or corrupted file?)") from None
