@@ -201,3 +201,31 @@ def test_device_other_than_cpu_or_cuda_is_refused_by_name(estimator):
     for device in ("mps", "meta"):
         with pytest.raises(ValueError, match=f"device='{device}': dubito runs on 'cpu' or 'cuda'"):
             clone(estimator).set_params(device=device).fit(X, y)
+
+
+def test_impossible_fitted_values_are_refused_on_load_even_with_a_matching_digest(tmp_path):
+    # issue 22, part 2: y_scale=-1, y_scale=0, y_mean="1e3", n_train=-5 and feature names of the wrong
+    # length were accepted on load (a file re-saved with them has a valid SHA-256)
+    from sklearn.base import clone
+
+    from dubito import io
+
+    X, y = _regression_data()
+    est = clone(REGRESSORS[1]).fit(X, y)  # DeterministicRegressor
+    path = tmp_path / "m.safetensors"
+    est.save(path)
+    tensors, settings = io.load_tensors(path, "DeterministicRegressor")
+    cases = [
+        ({"y_scale": torch.tensor(-1.0, dtype=torch.float64)}, {}, "not finite with positive scales"),
+        ({"y_scale": torch.tensor(0.0, dtype=torch.float64)}, {}, "not finite with positive scales"),
+        ({"x_scale": torch.full((3,), float("nan"), dtype=torch.float64)}, {}, "not finite with positive scales"),
+        ({}, {"n_train": -5}, "n_train is -5"),
+        ({}, {"n_features_in": "3"}, "n_features_in is '3'"),
+        ({}, {"feature_names_in": ["a", "b"]}, "2 feature names for 3 features"),
+    ]
+    for tensor_change, fitted_change, message in cases:
+        edited = {"params": settings["params"], "fitted": {**settings["fitted"], **fitted_change},
+                  **{k: v for k, v in settings.items() if k not in ("params", "fitted")}}
+        io.save_tensors(path, {**tensors, **tensor_change}, "DeterministicRegressor", edited)
+        with pytest.raises(ValueError, match=message):
+            type(est).load(path)

@@ -166,10 +166,18 @@ class DubitoEstimator(BaseEstimator):
 
     def _restore_common(self, fitted: dict) -> int:
         """Inverse of `_common_fitted`; returns n_features_in."""
-        self.n_features_in_ = int(fitted["n_features_in"])
-        io.set_feature_names(self, fitted.get("feature_names_in"))
+        n_features, names = fitted["n_features_in"], fitted.get("feature_names_in")
+        if isinstance(n_features, bool) or not isinstance(n_features, int) or n_features < 1:
+            raise TypeError(f"n_features_in is {n_features!r}, not a positive integer")
+        if names and len(names) != n_features:
+            raise RuntimeError(f"{len(names)} feature names for {n_features} features")
+        self.n_features_in_ = n_features
+        io.set_feature_names(self, names)
         if "n_train" in fitted:
-            self.n_train_ = int(fitted["n_train"])
+            n_train = fitted["n_train"]
+            if isinstance(n_train, bool) or not isinstance(n_train, int) or n_train < 1:
+                raise TypeError(f"n_train is {n_train!r}, not a positive integer")
+            self.n_train_ = n_train
         return self.n_features_in_
 
     def _training_fitted(self) -> dict:
@@ -234,9 +242,16 @@ class DubitoRegressor(RegressorMixin, DubitoEstimator):
         self.x_scale_ = tensors["x_scale"].double().numpy()
         for name in ("y_mean", "y_scale"):
             value = tensors[name] if name in tensors else fitted[name]
+            if isinstance(value, (str, bool)):  # float("1e3") would take a string
+                raise TypeError(f"{name} is {value!r}, not a number")
             setattr(self, name + "_", float(value))
         if self.x_mean_.shape != (n_features,) or self.x_scale_.shape != (n_features,):
             raise RuntimeError(f"inconsistent tensor shapes: the input scaling is {self.x_mean_.shape}, not ({n_features},)")
+        # a standardisation is finite with positive scales (np.std of the training data; 1 where constant)
+        if not (np.all(np.isfinite(self.x_mean_)) and np.all(np.isfinite(self.x_scale_)) and np.all(self.x_scale_ > 0)
+                and np.isfinite(self.y_mean_) and np.isfinite(self.y_scale_) and self.y_scale_ > 0):
+            raise RuntimeError("the saved standardisation is not finite with positive scales (y_scale "
+                               f"{self.y_scale_}, smallest x_scale {self.x_scale_.min() if self.x_scale_.size else None})")
 
     def __init_subclass__(cls, **kwargs):
         # before scikit-learn's own hook, which reads predict's signature (metadata routing)
