@@ -8,7 +8,11 @@ import torch
 from sklearn.base import clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from dubito.classification import DeepEnsembleClassifier, KFACLaplace, MCDropoutClassifier
+from dubito.classification import (
+    DeepEnsembleClassifier,
+    KFACLaplace,
+    MCDropoutClassifier,
+)
 from dubito.regression import (
     DeepEnsembleRegressor,
     DeepNoiseRegressor,
