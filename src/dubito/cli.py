@@ -174,7 +174,6 @@ def report(
 ):
     """Write the Markdown report of an experiment (ours beside the paper's numbers) with plots."""
     from dubito.experiments.report import write_report
-
     from dubito.io import check_output_folder
 
     try:

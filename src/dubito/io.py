@@ -1,9 +1,10 @@
 """Persistence without pickle: safetensors for tensors, JSON for settings, written atomically.
 
 One model = one ``.safetensors`` file. Its string metadata holds ``dubito_format`` (the file
-format version), ``dubito_class`` (the estimator class name) and ``settings`` (a JSON
-document of constructor settings and fitted scalars). Loading checks all three and reports a
-corrupted, truncated or foreign file with one clear ``ValueError``.
+format version), ``dubito_class`` (the estimator class name), ``settings`` (a JSON document of
+constructor settings and fitted scalars) and ``sha256`` (`content_digest` of the other three and
+every tensor). Loading checks all four and reports a corrupted, truncated, edited or foreign file
+with one clear ``ValueError`` (files written before the digest existed load without it).
 
 The estimators' ``save``/``load`` share the JSON side here: `json_params` (constructor settings
 as JSON), `params_from_json` (their inverse), `feature_names_json` / `set_feature_names` and
@@ -180,7 +181,7 @@ def load_tensors(path, cls_name: str, device="cpu") -> tuple[dict[str, torch.Ten
     try:
         settings = json.loads(metadata.get("settings", "{}"))
     except (json.JSONDecodeError, RecursionError) as exc:
-        raise ValueError(f"{path} has corrupted settings metadata: {type(exc).__name__}") from None
+        raise ValueError(f"{path} has corrupted settings metadata: {type(exc).__name__}: {exc}") from None
     if str(device) != "cpu":
         tensors = {k: v.to(device) for k, v in tensors.items()}
     return tensors, settings
