@@ -152,11 +152,11 @@ def test_copies_that_differ_from_the_manifest_are_named(uci_dir, tmp_path, monke
     (user / "index_train_0.txt").write_text("\n".join(map(str, np.append(train, train[:3]))))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with pytest.raises(ValueError, match="split 0: the train indices repeat 3 row"):
+        with pytest.raises(ValueError, match="split 0 train indices contains repeated row indices"):
             load_uci("yacht", data_dir=tmp_path / "user")
         test = np.loadtxt(user / "index_test_0.txt", dtype=int)
         (user / "index_train_0.txt").write_text("\n".join(map(str, np.append(train, test[:2]))))
-        with pytest.raises(ValueError, match="split 0: 2 row.s. are in both the train and the test"):
+        with pytest.raises(ValueError, match="split 0 has rows in both train and test"):
             load_uci("yacht", data_dir=tmp_path / "user")
 
     cached = cache_dir() / "uci" / "yacht"  # the conftest's empty cache: fill it as a download would

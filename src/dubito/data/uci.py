@@ -324,20 +324,6 @@ def _check_against_manifest(spec: UCISpec, folder: Path) -> None:
         UserWarning, stacklevel=3)
 
 
-def _check_split(train: np.ndarray, test: np.ndarray, n: int, where: str) -> None:
-    """One ValueError for split indices that repeat, overlap or fall outside the n rows."""
-    for name, idx in (("train", train), ("test", test)):
-        if idx.size == 0:
-            raise ValueError(f"{where}: the {name} indices are empty")
-        if np.unique(idx).size != idx.size:
-            raise ValueError(f"{where}: the {name} indices repeat {idx.size - np.unique(idx).size} row(s)")
-        if idx.min() < 0 or idx.max() >= n:
-            raise ValueError(f"{where}: {name} indices outside the {n} rows of data.txt")
-    both = np.intersect1d(train, test)
-    if both.size:
-        raise ValueError(f"{where}: {both.size} row(s) are in both the train and the test indices")
-
-
 def _read_ints(path: Path) -> np.ndarray:
     try:
         arr = np.loadtxt(path, dtype=np.int64, ndmin=1)
@@ -381,9 +367,7 @@ def load_uci(name: str, *, data_dir=None, download: bool = True, timeout: float 
         for f in files:
             if not f.is_file():
                 raise FileNotFoundError(f"split file {f} is missing (n_splits.txt says {int(n_splits[0])} splits)")
-        train, test = (_read_ints(f) for f in files)
-        _check_split(train, test, n, f"{folder} split {k}")
-        splits.append((train, test))
+        splits.append(tuple(_read_ints(f) for f in files))  # checked by Dataset (check_splits)
     names = list(spec.feature_names) if spec.feature_names else [f"x{i}" for i in range(feat.size)]
     if len(names) != feat.size:  # a differently prepared copy: fall back to neutral names
         names = [f"x{i}" for i in range(feat.size)]
