@@ -103,6 +103,30 @@ def test_quantile_matches_brentq_on_brute_force_cdf(case):
             assert abs(x[i, j] - ref) <= 1e-10 / dens + 1e-12 * abs(ref), (i, q, x[i, j], ref)
 
 
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_many_levels_start_from_a_table_and_match_brentq(case):
+    """From 24 levels per row the solver starts from a table of F (mixture._table_start):
+    the same defining property and root as the level-by-level start, to the same tolerance,
+    on levels from 1e-6 to 1 - 1e-6 (a conformal map's 400 knots look like this)."""
+    from dubito.predictive import mixture
+
+    levels = np.concatenate([[1e-6, 1e-4], np.linspace(0.01, 0.99, 37), [1 - 1e-4, 1 - 1e-6]])
+    assert levels.size >= mixture._TABLE_MIN_LEVELS
+    p, w, mu, sd = make(case, seed=3)
+    rows = min(len(w), 3)
+    x = p[:rows].quantile(levels[None, :])
+    for i in range(rows):
+        def cdf(t):
+            return float(np.dot(w[i], stats.norm.cdf(t, mu[i], sd[i])))
+
+        lo, hi = mu[i].min() - 40 * sd[i].max(), mu[i].max() + 40 * sd[i].max()
+        for j, q in enumerate(levels):
+            ref = optimize.brentq(lambda t: cdf(t) - q, lo, hi, xtol=1e-14, rtol=4 * np.finfo(float).eps)
+            assert abs(cdf(x[i, j]) - q) <= 1e-9 * max(min(q, 1 - q), 1e-3), (i, q)
+            dens = float(np.dot(w[i], stats.norm.pdf(x[i, j], mu[i], sd[i])))
+            assert abs(x[i, j] - ref) <= 1e-10 / dens + 1e-12 * abs(ref), (i, q, x[i, j], ref)
+
+
 def test_far_apart_components_extreme_levels():
     """Two unit components 1e6 apart: quantiles in the gap and the tails stay exact."""
     w = np.array([[0.3, 0.7], [0.5, 0.5], [1e-3, 1 - 1e-3]])
