@@ -7,7 +7,8 @@ For each network estimator with its defaults (fixed epochs, no early stopping, s
 do the same number of steps) and, with ``--large-batch``, also at batch 4096: synthetic data of
 n rows x 16 features (y = sin(x_1) + a linear term + noise), ``fit`` then ``predict_distribution``
 on 10,000 rows, timed on ``cuda`` and on ``cpu`` with ``torch.set_num_threads(os.cpu_count())``.
-Prints seconds on each, the ratio cpu / gpu and the training rows per second. Issue 21's target:
+Prints seconds on each (on the GPU eager and with the training step replayed as a CUDA graph,
+`dubito.graphed_steps`), the ratios cpu / gpu and eager / graphed, and the training rows per second. Issue 21's target:
 GPU >= 5x the CPU at 200,000 rows with the defaults, >= 20x with a large batch; fit time linear
 in n. Without CUDA it times the CPU alone (``--quick`` is the smoke test: 2,000 rows, 1 epoch).
 A benchmark, not a timed test.
@@ -46,9 +47,12 @@ def _data(n: int, d: int = 16, seed: int = 0):
     return X, y
 
 
-def _time(name: str, settings: dict, device: str, X, y, X_pred) -> float:
+def _time(name: str, settings: dict, device: str, X, y, X_pred, graphs: bool = True) -> float:
+    """Seconds of fit + predict_distribution; ``graphs=False`` sets ``DUBITO_CUDA_GRAPHS=0``
+    (`dubito.graphed_steps`: the eager loop on the GPU)."""
     import dubito.regression as regression
 
+    os.environ["DUBITO_CUDA_GRAPHS"] = "1" if graphs else "0"
     est = getattr(regression, name)(device=device, progress=False, random_state=0, **settings)
     start = time.perf_counter()
     est.fit(X, y)
@@ -77,9 +81,12 @@ def main(argv=None) -> None:
     out(header(torch, "cuda" if cuda else "cpu"))
     if not cuda:
         out("no CUDA here: CPU times only (the ratios need a GPU)")
-    out(f"| estimator | batch | rows | cpu s | gpu s | cpu / gpu | {'gpu' if cuda else 'cpu'} rows/s (epochs x rows / s) |")
-    out("|---|---|---:|---:|---:|---:|---:|")
+    out(f"| estimator | batch | rows | cpu s | gpu eager s | gpu graphed s | cpu / gpu graphed | eager / graphed "
+        f"| {'gpu' if cuda else 'cpu'} rows/s (epochs x rows / s) |")
+    out("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     X_pred, _ = _data(2000 if args.quick else 10_000, seed=1)
+    if cuda:  # the CUDA context and kernels' first use, outside every timing
+        _time("DeterministicRegressor", dict(epochs=1, validation_fraction=0.0), "cuda", *_data(2000), X_pred[:100])
     for name in args.estimators.split(","):
         settings = dict(ESTIMATORS[name])
         if args.quick:
@@ -90,10 +97,11 @@ def main(argv=None) -> None:
             for n in rows:
                 X, y = _data(n)
                 cpu = _time(name, s, "cpu", X, y, X_pred)
+                eager = _time(name, s, "cuda", X, y, X_pred, graphs=False) if cuda else float("nan")
                 gpu = _time(name, s, "cuda", X, y, X_pred) if cuda else float("nan")
                 epochs = s.get("epochs", s.get("max_epochs"))
-                out(f"| {name} | {batch or 'default'} | {n} | {cpu:.1f} | {gpu:.1f} | {cpu / gpu:.1f} | "
-                    f"{n * epochs / (gpu if cuda else cpu):.0f} |")
+                out(f"| {name} | {batch or 'default'} | {n} | {cpu:.1f} | {eager:.1f} | {gpu:.1f} | {cpu / gpu:.1f} "
+                    f"| {eager / gpu:.1f} | {n * epochs / (gpu if cuda else cpu):.0f} |")
 
 
 if __name__ == "__main__":

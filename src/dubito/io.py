@@ -196,8 +196,8 @@ def json_seed(random_state) -> int | None:
 
 
 def json_value(v):
-    """``v`` with numpy scalars as Python ones, tuples and arrays as lists (recursively), paths and
-    devices as strings; other values unchanged."""
+    """``v`` with numpy scalars and 0-d tensors as Python ones, tuples and arrays as lists, dicts
+    value by value (recursively), paths and devices as strings; other values unchanged."""
     if isinstance(v, (bool, np.bool_)):
         return bool(v)
     if isinstance(v, np.integer):
@@ -206,8 +206,12 @@ def json_value(v):
         return float(v)
     if isinstance(v, (tuple, list, np.ndarray)):
         return [json_value(x) for x in (v.tolist() if isinstance(v, np.ndarray) else v)]
+    if isinstance(v, dict):
+        return {k: json_value(x) for k, x in v.items()}
     if isinstance(v, (os.PathLike, torch.device)):
         return str(v)
+    if torch.is_tensor(v) and v.ndim == 0:  # e.g. a learning rate held as a device tensor
+        return v.item()
     return v
 
 

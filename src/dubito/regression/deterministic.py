@@ -70,6 +70,7 @@ from dubito.early_stopping import (
     check_validation_fraction,
     regression_holdout,
 )
+from dubito.graphed_steps import GraphedSteps, prepare_optimizer
 from dubito.nn.batched import ACTIVATIONS
 from dubito.nn.dropout_mlp import MLP
 from dubito.nn.pilotnet import PilotNet, activation_width, check_image_shape
@@ -247,17 +248,23 @@ class _MLPRegressor(DubitoRegressor):
             opt = torch.optim.SGD(net.parameters(), lr=s["lr"], momentum=s["momentum"], weight_decay=s["weight_decay"])
         else:
             opt = torch.optim.Adam(net.parameters(), lr=s["lr"], weight_decay=s["weight_decay"])
+        prepare_optimizer(opt, X.device)
+
+        def step(idx: torch.Tensor) -> torch.Tensor:
+            opt.zero_grad(set_to_none=True)
+            loss = self._loss(net, X[idx], y[idx], drop)
+            loss.backward()
+            opt.step()
+            return loss.detach()
+
+        run_step = GraphedSteps(step, device=X.device, generators=[drop])
 
         def train_epoch(epoch: int) -> float:
             perm = torch.randperm(n, generator=order).to(X.device)
             total = torch.zeros((), dtype=torch.float64, device=X.device)
             for start in range(0, n, batch):
                 idx = perm[start : start + batch]
-                loss = self._loss(net, X[idx], y[idx], drop)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                total += loss.detach().double() * idx.shape[0]
+                total += run_step(idx).double() * idx.shape[0]
             return float(total) / n
 
         def validate() -> list[float]:

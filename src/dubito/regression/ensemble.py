@@ -63,6 +63,7 @@ from dubito.early_stopping import (
     copy_best_members,
     regression_holdout,
 )
+from dubito.graphed_steps import GraphedSteps, prepare_optimizer, set_learning_rate
 from dubito.nn.batched import (
     ACTIVATIONS,
     BatchedGaussianMLP,
@@ -198,7 +199,7 @@ def train_members(
     L = net.n_members
     if (validation is None) != (stopper is None):
         raise ValueError("train_members needs both validation rows and a stopper, or neither")
-    opt = torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay)
+    opt = prepare_optimizer(torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay), X.device)
     curve: list[np.ndarray] = []  # epoch-mean NLL per member, (L,) per epoch
     modules = {"net": net}
     validate = keep_best = restore_best = None
@@ -223,20 +224,25 @@ def train_members(
         curve = list(np.asarray(record["curve"], dtype=np.float64).reshape(start, L))
         if stopper is not None:
             stopper.restore(record["stopper"])
+        prepare_optimizer(opt, X.device)  # the file holds the learning rate as a number
+
+    def step(idx: torch.Tensor) -> torch.Tensor:
+        opt.zero_grad(set_to_none=True)
+        mean, var, _ = net(X[idx])
+        per_member = gaussian_nll(mean, var, y[idx])  # (L,)
+        per_member.sum().backward()
+        opt.step()
+        return per_member.detach()
+
+    run_step = GraphedSteps(step, device=X.device)
 
     def train_epoch(epoch: int) -> float:
-        for group in opt.param_groups:
-            group["lr"] = lr * lr_factor(epoch, epochs, lr_drop)
+        set_learning_rate(opt, lr * lr_factor(epoch, epochs, lr_drop))
         perms = member_permutations(n, generators, device=X.device)
         total = torch.zeros(L, dtype=torch.float64, device=X.device)
         for first in range(0, n, batch_size):
             idx = perms[:, first : first + batch_size]  # (L, b): member l's rows
-            mean, var, _ = net(X[idx])
-            per_member = gaussian_nll(mean, var, y[idx])  # (L,)
-            opt.zero_grad(set_to_none=True)
-            per_member.sum().backward()
-            opt.step()
-            total += per_member.detach().double() * idx.shape[1]
+            total += run_step(idx).double() * idx.shape[1]
         curve.append((total / n).cpu().numpy())
         return float(curve[-1].mean())
 
