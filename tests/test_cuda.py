@@ -130,19 +130,25 @@ def test_cuda_graph_training_equals_eager(monkeypatch, name):
     np.testing.assert_allclose(graphed.loss_curve_, eager.loss_curve_, rtol=1e-4)
 
 
-def test_cuda_graph_dropout_training_replays_its_generator(monkeypatch):
-    """MC dropout's masks come from its own CUDA generator, registered with the graph: the
-    graphed fit is reproducible and fits as well as the eager one (RMSE within 10 %)."""
-    from dubito.regression import MCDropoutRegressor
+@pytest.mark.parametrize("name", ["MCDropoutRegressor", "DeepNoiseSGDRegressor", "MeanFieldVIRegressor"])
+def test_cuda_graph_training_replays_its_own_generator(monkeypatch, name):
+    """Dropout masks, noise draws and weight draws come from the estimator's own CUDA generator,
+    registered with the graph: the graphed fit is reproducible and ends at the eager fit's
+    training loss (within 10 %) and accuracy (RMSE within 10 %)."""
+    import dubito.regression as regression
 
     rng = np.random.default_rng(2)
     X = rng.normal(size=(640, 4))
     y = np.sin(X[:, 0]) + 0.2 * rng.normal(size=640)
-    kw = dict(epochs=8, batch_size=64, validation_fraction=0.0, n_samples=50, random_state=0, progress=False,
-              device="cuda")
-    eager, graphed, n_replays = _fit_graphed_and_eager(monkeypatch, lambda: MCDropoutRegressor(**kw), X, y)
+    kw = dict(epochs=8, batch_size=64, validation_fraction=0.0, random_state=0, progress=False, device="cuda")
+    kw.update({"MCDropoutRegressor": dict(n_samples=50), "DeepNoiseSGDRegressor": dict(hidden=(16, 16), n_noise_samples=10, lr=1e-2),
+               "MeanFieldVIRegressor": dict(hidden=(16,), n_samples=50, lr=1e-2)}[name])
+    make = lambda: getattr(regression, name)(**kw)  # noqa: E731
+    eager, graphed, n_replays = _fit_graphed_and_eager(monkeypatch, make, X, y)
     assert n_replays >= 8 * 10 - 4
-    again = MCDropoutRegressor(**kw).fit(X, y)
+    again = make().fit(X, y)
+    np.testing.assert_array_equal(again.loss_curve_, graphed.loss_curve_)
     np.testing.assert_array_equal(again.predict(X[:50]), graphed.predict(X[:50]))
+    assert abs(graphed.loss_curve_[-1] - eager.loss_curve_[-1]) <= 0.1 * abs(eager.loss_curve_[-1])
     rmse = [np.sqrt(np.mean((m.predict(X) - y) ** 2)) for m in (eager, graphed)]
     assert abs(rmse[1] - rmse[0]) <= 0.1 * rmse[0], rmse

@@ -45,14 +45,16 @@ def graphs_enabled(device) -> bool:
 
 def prepare_optimizer(optimizer: torch.optim.Optimizer, device) -> torch.optim.Optimizer:
     """Make ``optimizer`` capturable before its first step where graphs are used: Adam's step
-    counter on the device (``capturable=True``) and its learning rate a device tensor."""
+    counter on the device (``capturable=True``) and its learning rate a device tensor of the
+    parameters' dtype."""
     if not graphs_enabled(device):
         return optimizer
     for group in optimizer.param_groups:
         if "capturable" in group:
             group["capturable"] = True
             if not torch.is_tensor(group["lr"]):
-                group["lr"] = torch.tensor(float(group["lr"]), dtype=torch.float32, device=device)
+                dtype = group["params"][0].dtype if group["params"] else torch.float32
+                group["lr"] = torch.tensor(float(group["lr"]), dtype=dtype, device=device)
     return optimizer
 
 

@@ -44,6 +44,7 @@ from dubito.early_stopping import (
     check_validation_fraction,
     regression_holdout,
 )
+from dubito.graphed_steps import GraphedSteps, prepare_optimizer
 from dubito.predictive.mixture import GaussianMixture
 from dubito.regression.deepnoise_model import (
     DeepNoiseParams,
@@ -53,7 +54,7 @@ from dubito.regression.deepnoise_model import (
 from dubito.search_space import Choice, Float
 from dubito.training_loop import module_snapshots, run_epochs
 
-__all__ = ["DeepNoiseNet", "DeepNoiseSGDRegressor", "train_epoch"]
+__all__ = ["DeepNoiseNet", "DeepNoiseSGDRegressor", "train_epoch", "training_step"]
 
 #: Minimum number of training rows (the target is standardised by its sd).
 MIN_SAMPLES = 2
@@ -164,22 +165,38 @@ class DeepNoiseNet(torch.nn.Module):
         )
 
 
-def train_epoch(net: DeepNoiseNet, opt, X: torch.Tensor, y: torch.Tensor, batch: int, n_draws: int,
-                generator: torch.Generator) -> float:
-    """One epoch of Adam steps on the MC mixture NLL (`DeepNoiseNet.mixture_nll`, ``n_draws``
-    noise draws per row) over a random permutation of the rows in batches; returns the epoch's
-    row-weighted mean loss."""
-    n = X.shape[0]
-    perm = torch.randperm(n, generator=generator, device=X.device)
-    total = 0.0
-    for start in range(0, n, batch):
-        idx = perm[start : start + batch]
-        loss = net.mixture_nll(X[idx], y[idx], n_draws, generator)
+def training_step(net: DeepNoiseNet, opt, X: torch.Tensor, y: torch.Tensor, n_draws: int,
+                  generator: torch.Generator) -> GraphedSteps:
+    """``run(idx)``: one Adam step on the MC mixture NLL of rows ``idx`` (`DeepNoiseNet.mixture_nll`,
+    ``n_draws`` noise draws per row), returning the detached loss; replayed as a CUDA graph on a
+    GPU (`dubito.graphed_steps`). Call before ``opt``'s first step (it makes Adam capturable)."""
+    prepare_optimizer(opt, X.device)
+
+    def step(idx: torch.Tensor) -> torch.Tensor:
         opt.zero_grad(set_to_none=True)
+        loss = net.mixture_nll(X[idx], y[idx], n_draws, generator)
         loss.backward()
         opt.step()
-        total += float(loss.detach()) * idx.shape[0]
-    return total / n
+        return loss.detach()
+
+    return GraphedSteps(step, device=X.device, generators=[generator])
+
+
+def train_epoch(net: DeepNoiseNet, opt, X: torch.Tensor, y: torch.Tensor, batch: int, n_draws: int,
+                generator: torch.Generator, run_step: GraphedSteps | None = None) -> float:
+    """One epoch of Adam steps on the MC mixture NLL (`DeepNoiseNet.mixture_nll`, ``n_draws``
+    noise draws per row) over a random permutation of the rows in batches; returns the epoch's
+    row-weighted mean loss, accumulated on the device (one host copy per epoch). Pass the same
+    ``run_step`` (`training_step`) every epoch so a GPU captures the step once."""
+    n = X.shape[0]
+    if run_step is None:
+        run_step = training_step(net, opt, X, y, n_draws, generator)
+    perm = torch.randperm(n, generator=generator, device=X.device)
+    total = torch.zeros((), dtype=torch.float64, device=X.device)
+    for start in range(0, n, batch):
+        idx = perm[start : start + batch]
+        total += run_step(idx).double() * idx.shape[0]
+    return float(total) / n
 
 
 class DeepNoiseSGDRegressor(DubitoRegressor):
@@ -330,7 +347,8 @@ class DeepNoiseSGDRegressor(DubitoRegressor):
                 g = torch.Generator(device=X.device).manual_seed(val_seed)
                 return [float(net.mixture_nll(*validation, s["n_noise_samples"], g))]
 
-        record = run_epochs(lambda epoch: train_epoch(net, opt, X, y, batch, s["n_noise_samples"], gen),
+        run_step = training_step(net, opt, X, y, s["n_noise_samples"], gen)
+        record = run_epochs(lambda epoch: train_epoch(net, opt, X, y, batch, s["n_noise_samples"], gen, run_step),
                             epochs=s["epochs"], description="DeepNoise-SGD", progress=bool(self.progress),
                             validate=validate, patience=s["patience"], keep_best=keep_best, restore_best=restore_best)
         self.validation_curve_ = record.validation_curve[:, 0]

@@ -75,7 +75,13 @@ from torch.nn import functional as F
 
 from dubito import io
 from dubito._estimator import DubitoRegressor, seed_base, seeds_from
-from dubito._validation import check_bool, check_choice, check_float, check_int, check_widths
+from dubito._validation import (
+    check_bool,
+    check_choice,
+    check_float,
+    check_int,
+    check_widths,
+)
 from dubito.early_stopping import (
     DEFAULT_PATIENCE,
     DEFAULT_VALIDATION_FRACTION,
@@ -83,6 +89,7 @@ from dubito.early_stopping import (
     check_validation_fraction,
     regression_holdout,
 )
+from dubito.graphed_steps import GraphedSteps, prepare_optimizer
 from dubito.inference.convergence import PLATEAU_RTOL, diagnostics_dict, still_improving
 from dubito.nn.batched import ACTIVATIONS
 from dubito.predictive.mixture import GaussianMixture
@@ -239,17 +246,23 @@ class MeanFieldVIRegressor(DubitoRegressor):
         opt = torch.optim.Adam(params, lr=s["lr"])
         bsz = min(s["batch_size"], n)
 
+        prepare_optimizer(opt, dev)
+
+        def step(idx: torch.Tensor) -> torch.Tensor:
+            opt.zero_grad(set_to_none=True)
+            loss = self._objective(layers, log_s, Xs[idx], ys[idx], n, act, prior_sd, gen)
+            loss.backward()
+            opt.step()
+            return loss.detach()
+
+        run_step = GraphedSteps(step, device=dev, generators=[gen])
+
         def train_epoch(epoch: int) -> float:
             perm = torch.randperm(n, generator=gen, device=dev) if bsz < n else torch.arange(n, device=dev)
-            total = 0.0
+            total = torch.zeros((), dtype=torch.float64, device=dev)  # on the device: one host copy per epoch
             for start in range(0, n, bsz):
-                idx = perm[start:start + bsz]
-                loss = self._objective(layers, log_s, Xs[idx], ys[idx], n, act, prior_sd, gen)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                total += float(loss.detach())
-            return total
+                total += run_step(perm[start:start + bsz]).double()
+            return float(total)
 
         validate = keep_best = restore_best = None
         if val_rows.size:
