@@ -69,3 +69,27 @@ def test_as_numpy_and_as_generator():
     with pytest.raises(ValueError, match="got bool"):
         as_generator(True)
     assert as_generator(3).uniform() == np.random.default_rng(3).uniform()
+
+
+def test_interval_is_remembered_per_level_and_returned_as_copies(monkeypatch):
+    """coverage, width and the interval score each ask pred.interval(level): one quantile call
+    per level, the same numbers every time, arrays the caller may change."""
+    pred = Laplace(np.array([0.0, 1.0]), np.array([1.0, 2.0]))
+    calls = []
+    real = type(pred).quantile
+
+    def counting(self, q):
+        calls.append(np.asarray(q).copy())
+        return real(self, q)
+
+    monkeypatch.setattr(type(pred), "quantile", counting)
+    lo, hi = pred.interval(0.9)
+    lo[:] = 99.0  # the caller's copy
+    lo2, hi2 = pred.interval(0.9)
+    assert len(calls) == 1
+    np.testing.assert_allclose(lo2, stats.laplace.ppf(0.05, [0.0, 1.0], [1.0, 2.0]), rtol=1e-9)  # not the 99s
+    np.testing.assert_array_equal(hi2, hi)
+    for level in np.linspace(0.1, 0.8, 9):  # more levels than are remembered: the oldest is dropped
+        pred.interval(level)
+    pred.interval(0.9)
+    assert len(calls) == 1 + 9 + 1

@@ -40,6 +40,9 @@ import numpy as np
 
 __all__ = ["RegressionPredictive", "StoredMoments", "as_numpy", "as_generator"]
 
+#: Interval levels a predictive remembers (`RegressionPredictive.interval`).
+_INTERVAL_CACHE = 8
+
 
 def as_numpy(x, name: str = "array") -> np.ndarray:
     """float64 numpy view of an array-like or a (possibly CUDA, possibly grad-tracking) tensor."""
@@ -144,13 +147,23 @@ class RegressionPredictive(ABC):
         return out[:, 0] if squeeze else out
 
     def interval(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-        """Equal-tailed central interval [F^{-1}((1-level)/2), F^{-1}((1+level)/2)], each (N,)."""
+        """Equal-tailed central interval [F^{-1}((1-level)/2), F^{-1}((1+level)/2)], each (N,).
+
+        The last ``_INTERVAL_CACHE`` levels asked are remembered (a predictive never changes), so
+        coverage, width and the interval score of one level cost one quantile call; the arrays
+        returned are the caller's own copies."""
         level = float(level)
         if not 0 < level < 1:
             raise ValueError(f"interval level must lie strictly between 0 and 1, got {level}")
-        q = np.array([[(1 - level) / 2, (1 + level) / 2]])
-        both = self.quantile(q)
-        return both[:, 0], both[:, 1]
+        cache = self.__dict__.setdefault("_interval_cache", {})
+        if level not in cache:
+            q = np.array([[(1 - level) / 2, (1 + level) / 2]])
+            both = self.quantile(q)
+            if len(cache) >= _INTERVAL_CACHE:
+                cache.pop(next(iter(cache)))
+            cache[level] = (both[:, 0].copy(), both[:, 1].copy())
+        lo, hi = cache[level]
+        return lo.copy(), hi.copy()
 
     def sample(self, n: int, generator=None) -> np.ndarray:
         """n independent draws of y for every input, shape (n, N). ``generator``: seed or Generator."""
