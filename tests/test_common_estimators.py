@@ -233,3 +233,50 @@ def test_impossible_fitted_values_are_refused_on_load_even_with_a_matching_diges
         io.save_tensors(path, {**tensors, **tensor_change}, "DeterministicRegressor", edited)
         with pytest.raises(ValueError, match=message):
             type(est).load(path)
+
+
+@pytest.mark.parametrize("index,change", [
+    (0, {"hidden": [6000, 6000], "n_members": 5}),  # the issue's case: 17 s and 3.2 GB before it was refused
+    (1, {"hidden": [6000, 6000]}),
+    (4, {"hidden": [10**6]}),
+    (5, {"hidden": [10**5, 10**5]}),
+    (6, {"hidden": [10**5, 10**5]}),
+], ids=["DeepEnsembleRegressor", "DeterministicRegressor", "MCDropoutRegressor", "MixtureDensityRegressor",
+        "DeepNoiseSGDRegressor"])
+def test_settings_describing_a_network_bigger_than_the_file_are_refused_before_building(tmp_path, index, change):
+    # issue 22, part 3: a 3 KB file with a valid digest made load build the network its settings
+    # described before checking it against the tensors; now refused within a second, nothing built
+    import time
+
+    from sklearn.base import clone
+
+    from dubito import io
+
+    X, y = _regression_data()
+    est = clone(REGRESSORS[index]).set_params(epochs=1).fit(X, y)
+    path = tmp_path / "m.safetensors"
+    est.save(path)
+    name = type(est).__name__
+    tensors, settings = io.load_tensors(path, name)
+    io.save_tensors(path, tensors, name, dict(settings, params={**settings["params"], **change}))
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match="settings describe a network of at least .* but the file stores"):
+        type(est).load(path)
+    assert time.perf_counter() - start < 1.0
+
+
+def test_a_classifier_file_claiming_a_billion_classes_is_refused_before_building(tmp_path):
+    # issue 22, part 3: n_classes = 10**9 tried 7.45 GB and ended in a bare MemoryError
+    from sklearn.base import clone
+
+    from dubito import io
+
+    X, y = _class_data()
+    est = clone(CLASSIFIERS[0]).set_params(epochs=1).fit(X, y)
+    path = tmp_path / "m.safetensors"
+    est.save(path)
+    tensors, settings = io.load_tensors(path, "MCDropoutClassifier")
+    io.save_tensors(path, tensors, "MCDropoutClassifier",
+                    dict(settings, fitted={**settings["fitted"], "n_classes": 10**9}))
+    with pytest.raises(ValueError, match=r"at least 17,000,000,352 numbers \(widths \[4, 16, 16, 1000000000\]\)"):
+        type(est).load(path)

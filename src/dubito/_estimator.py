@@ -56,6 +56,7 @@ from dubito._validation import (
 )
 
 __all__ = [
+    "check_stored_size",
     "DubitoClassifier",
     "DubitoEstimator",
     "DubitoRegressor",
@@ -112,6 +113,24 @@ def progress_bar(enabled: bool):
     columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TimeRemainingColumn())
     return Progress(*columns, console=Console(stderr=True), disable=not enabled)
+
+
+def check_stored_size(tensors: dict, prefix: str, widths, *, copies: int = 1) -> None:
+    """Refuse, before building it, a network bigger than the file holds (issue 22: a crafted
+    ``hidden=[6000, 6000]`` made load allocate gigabytes before any shape was checked).
+
+    An MLP of layer widths w_0, ..., w_L has at least copies * sum_l (w_l w_{l+1} + w_{l+1})
+    parameters, every one saved under ``prefix``; settings that imply more numbers than the file
+    stores there raise RuntimeError (one ValueError naming the file from `load`). Python
+    integers: no overflow however absurd the widths."""
+    w = [int(v) for v in widths]
+    if any(v < 1 for v in w) or int(copies) < 1:
+        raise RuntimeError(f"impossible network sizes: widths {w}, copies {copies}")
+    implied = int(copies) * sum(a * b + b for a, b in zip(w[:-1], w[1:]))
+    stored = sum(int(t.numel()) for k, t in tensors.items() if k.startswith(prefix))
+    if implied > stored:
+        raise RuntimeError(f"the settings describe a network of at least {implied:,} numbers (widths {w}"
+                           f"{f' x {copies} copies' if copies != 1 else ''}) but the file stores {stored:,}")
 
 
 class DubitoEstimator(BaseEstimator):

@@ -86,6 +86,8 @@ def test_export_without_cells_raises_and_leaves_the_file(tmp_path):
         ('HEADER\n{"experiment": "exp"}\n', "line 2: missing fields"),
         ("HEADER\nGOOD\nFAILED\n", "line 3: status 'failed'"),
         ("HEADER\nGOOD\nWRONG\n", r"line 3: wrong value types for split \(str\), variants \(list\), seconds \(bool\)"),
+        ("[" * 100_000 + "]" * 100_000 + "\n", "line 1: not a dubito-cells-jsonl file"),  # issue 22: RecursionError
+        ("HEADER\nGOOD\n" + "[" * 100_000 + "]" * 100_000 + "\n", "line 3: JSON nested too deeply"),
     ],
 )
 def test_bad_files_are_refused_whole_with_the_line(tmp_path, text, message):

@@ -223,3 +223,17 @@ def test_bad_files(tmp_path):
     io.save_tensors(p, tensors, "ImplicitCopulaRegressor", {**settings, "fitted": {**settings["fitted"], "n_train": 7}})
     with pytest.raises(ValueError, match="do not match n_train"):
         ImplicitCopulaRegressor.load(p)
+
+
+def test_json_arrays_of_a_record_dtype_are_refused_before_numpy_allocates_them():
+    # issue 22, part 3: a JSON dtype "V1000000000" in a crafted file tried 9.3 GB
+    import time
+
+    from dubito.regression.copula_io import _from_json
+
+    np.testing.assert_array_equal(_from_json({"__ndarray__": [[1, 2]], "dtype": "int64"}), [[1, 2]])
+    start = time.perf_counter()
+    for bad in ("V1000000000", "U100000", "object", "complex128", "float128" if hasattr(np, "float128") else "c16"):
+        with pytest.raises(TypeError, match="not a plain number type"):
+            _from_json({"stats": {"__ndarray__": [[0] * 10] * 10, "dtype": bad}})
+    assert time.perf_counter() - start < 1.0

@@ -102,7 +102,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from dubito import io
-from dubito._estimator import DubitoClassifier, seeds_from
+from dubito._estimator import DubitoClassifier, check_stored_size, seeds_from
 from dubito._estimator import check_device as _check_device
 from dubito._validation import (
     check_bool,
@@ -798,6 +798,9 @@ class MCDropoutClassifier(DubitoClassifier):
             est = cls(**params)
             s = est._settings()
             p, k = est._restore_common(fitted), int(fitted["n_classes"])
+            if user_name is None:  # a built-in network (`build_network`): its head, and an MLP's feature layer
+                head = (*s["hidden"], k) if s["hidden"] else (1, k)
+                check_stored_size(tensors, "net.", (p, s["features"], *head) if s["network"] == "mlp" else head)
             est.classes_ = np.arange(k)
             est.n_classes_ = k
             est.image_shape_ = None if fitted["image_shape"] is None else tuple(int(d) for d in fitted["image_shape"])

@@ -95,7 +95,7 @@ def _parse(path: Path) -> list[StoredCell]:
         raise ValueError(f"{path} is empty, not a {FORMAT} file")
     try:
         header = json.loads(text[0])
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         header = None
     if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("application") != APPLICATION:
         raise ValueError(f"{path} line 1: not a {FORMAT} file (no header line naming the format)")
@@ -113,6 +113,8 @@ def _parse(path: Path) -> list[StoredCell]:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path} line {number}: not JSON ({exc.msg})") from None
+        except RecursionError:  # issue 22: "[[[[...": nested deeper than the parser's stack
+            raise ValueError(f"{path} line {number}: JSON nested too deeply to be a cell") from None
         if not isinstance(row, dict):
             raise ValueError(f"{path} line {number}: a cell must be a JSON object")
         missing, unknown = sorted(_REQUIRED - row.keys()), sorted(row.keys() - _FIELDS)

@@ -74,10 +74,20 @@ def _to_json(obj):
     return str(obj)
 
 
+def _json_dtype(name) -> np.dtype:
+    """The dtype of an array stored as JSON: a plain number type (bool, int, uint, float of at most
+    8 bytes, what `_to_json` writes). Anything else, e.g. ``"V1000000000"`` (a crafted file's 1 GB
+    record type, issue 22), raises TypeError before numpy allocates it."""
+    dtype = np.dtype(str(name))
+    if dtype.kind not in "biuf" or dtype.itemsize > 8:
+        raise TypeError(f"an array in the file has dtype {str(name)[:40]!r}, not a plain number type")
+    return dtype
+
+
 def _from_json(obj):
     if isinstance(obj, dict):
         if _ARRAY_TAG in obj:
-            return np.asarray(obj[_ARRAY_TAG], dtype=np.dtype(obj["dtype"]))
+            return np.asarray(obj[_ARRAY_TAG], dtype=_json_dtype(obj["dtype"]))
         return {k: _from_json(v) for k, v in obj.items()}
     if isinstance(obj, list):
         return [_from_json(v) for v in obj]

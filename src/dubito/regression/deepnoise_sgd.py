@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from dubito import io
-from dubito._estimator import DubitoRegressor, seeds_from
+from dubito._estimator import DubitoRegressor, check_stored_size, seeds_from
 from dubito._validation import (
     check_bool,
     check_fitted,
@@ -408,6 +408,7 @@ class DeepNoiseSGDRegressor(DubitoRegressor):
         est = cls(**io.params_from_json(settings["params"], device=device))
         s = est._settings()
         p = est._restore_common(fitted)
+        check_stored_size(tensors, "net.", (p, *s["hidden"], 1))
         net = DeepNoiseNet((p, *s["hidden"], 1), s["activation"], torch.Generator(), dtype=torch.float64)
         net.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("net.")}, strict=True)
         est.net_ = net.to(s["device"])

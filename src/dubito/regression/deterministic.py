@@ -54,7 +54,7 @@ import numpy as np
 import torch
 
 from dubito import io
-from dubito._estimator import DubitoRegressor, seeds_from
+from dubito._estimator import DubitoRegressor, check_stored_size, seeds_from
 from dubito._estimator import check_device as _check_device
 from dubito._validation import (
     check_bool,
@@ -335,6 +335,8 @@ class _MLPRegressor(DubitoRegressor):
         ``s["device"]``, eval mode), the scaling (y_mean / y_scale read from ``fitted`` in files
         written before they were tensors), ``loss_curve_``, ``validation_curve_``, ``best_epoch_``,
         ``stopped_by_`` (a file written before validated fitting: no curve, the cap)."""
+        inputs = () if s["network"] == "cnn" else (n_features,)  # a CNN: its dense tail only
+        check_stored_size(tensors, "net.", (*inputs, *self._settings_hidden(), 1))
         net = self._build_net(s, n_features, generator=None, dtype=torch.float64)
         state = {k[len("net."):]: v for k, v in tensors.items() if k.startswith("net.")}
         net.load_state_dict(state, strict=True)

@@ -45,7 +45,7 @@ import numpy as np
 import torch
 
 from dubito import io
-from dubito._estimator import DubitoRegressor, seed_base, seeds_from
+from dubito._estimator import DubitoRegressor, check_stored_size, seed_base, seeds_from
 from dubito._validation import (
     check_bool,
     check_choice,
@@ -660,6 +660,7 @@ class DeepEnsembleRegressor(DubitoRegressor):
         s = est._settings()
         L = s["n_members"]
         p = est._restore_common(fitted)
+        check_stored_size(tensors, "net.", (p, *s["hidden"], 1), copies=L)
         gens = [torch.Generator() for _ in range(L)]  # values overwritten below
         net = BatchedGaussianMLP(L, p, s["hidden"], s["activation"], generators=gens, dtype=torch.float64)
         net.load_state_dict({k[len("net."):]: v for k, v in tensors.items() if k.startswith("net.")}, strict=True)
