@@ -1,5 +1,7 @@
 """`dubito.training_loop.run_epochs`: the shared epoch loop, against hand-computed stopping epochs."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -68,3 +70,42 @@ def test_a_stop_reason_ends_training_with_that_reason_and_restores_the_best():
     record = run_epochs(lambda e: 0.0, epochs=10, description="t", progress=False,
                         stop_reason=lambda e: "min_lr" if e == 6 else None)
     assert (record.stopped_by, record.loss_curve.size) == ("min_lr", 7)
+
+
+def test_a_non_finite_or_exploding_loss_stops_training_naming_the_learning_rate():
+    from dubito.training_loop import DIVERGED, NAIVE_GAUSSIAN_NLL, check_divergence
+
+    assert NAIVE_GAUSSIAN_NLL == pytest.approx(0.5 * np.log(2 * np.pi * np.e), rel=1e-15)
+    check_divergence(5.0, 0, "net", 1e-3, naive_loss=1.0)  # a sensible first epoch
+    check_divergence(DIVERGED * 1.0, 0, "net", 1e-3, naive_loss=0.5)  # at the bound: max(naive, 1) = 1
+    check_divergence(1e300, 0, "net", 1e-3)  # no naive scale (a summed loss): only non-finite stops
+    with pytest.raises(FloatingPointError, match=r"net: the training loss is 1.001e\+04 in epoch 3, over 10000 x the "
+                                                 r"1 of predicting the mean: the optimiser diverged; lower the learning "
+                                                 r"rate \(lr=10\)"):
+        check_divergence(DIVERGED * 1.001, 2, "net", 10.0, naive_loss=1.0)
+    with pytest.raises(FloatingPointError, match=r"the training loss is nan in epoch 1: the optimiser diverged"):
+        check_divergence(float("nan"), 0, "net", None)
+    epochs_run = []
+
+    def train_epoch(epoch):
+        epochs_run.append(epoch)
+        return [0.5, 0.4, float("inf"), 0.3][epoch]
+
+    with pytest.raises(FloatingPointError, match="loss is inf in epoch 3"):
+        run_epochs(train_epoch, epochs=4, description="toy", progress=False, lr=0.1)
+    assert epochs_run == [0, 1, 2]
+
+
+@pytest.mark.parametrize("name,lr", [("DeterministicRegressor", 1e6), ("MixtureDensityRegressor", 10.0),
+                                     ("DeepEnsembleRegressor", 10.0), ("MCDropoutRegressor", 10.0)])
+def test_estimators_with_a_diverging_learning_rate_stop_with_one_clear_error(name, lr):
+    # issue 22, part 8: lr=1e6 and MDN(lr=10) returned absurd finite predictions without a word
+    # (measured first-epoch losses on this data: nan, 8.8e6, 7.2e7, 4.0e14)
+    import dubito.regression as regression
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = X[:, 0] + 0.1 * rng.normal(size=200)
+    est = getattr(regression, name)(lr=lr, epochs=20, progress=False, random_state=0)
+    with pytest.raises(FloatingPointError, match=r"the optimiser diverged; lower the learning rate \(lr=" + re.escape(f"{lr:g})")):
+        est.fit(X, y)

@@ -32,3 +32,24 @@ def test_check_bool():
     for bad in (1, "yes", None):
         with pytest.raises(ValueError, match="progress must be True or False"):
             check_bool(bad, "progress")
+
+
+def test_a_negative_random_state_is_refused_by_name():
+    # issue 22, part 8: numpy's "expected non-negative integer" named no parameter; MFVI accepted it
+    from dubito.regression import DeterministicRegressor, MeanFieldVIRegressor
+
+    X, y = np.random.default_rng(0).normal(size=(30, 2)), np.arange(30.0)
+    for est in (DeterministicRegressor(random_state=-1, epochs=1, progress=False),
+                MeanFieldVIRegressor(random_state=-1, epochs=1, progress=False)):
+        with pytest.raises(ValueError, match="random_state must be None, a non-negative int or a numpy RandomState, got -1"):
+            est.fit(X, y)
+
+
+@pytest.mark.parametrize("dropout", ["concrete", "multidrop"])
+def test_a_learned_dropout_rate_cannot_start_at_zero(dropout):
+    # issue 22, part 8: p=0 trained a NaN network and failed at predict without naming p
+    from dubito.classification import MCDropoutClassifier
+
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    with pytest.raises(ValueError, match=f"p=0 with dropout='{dropout}'.*needs 0 < p < 1"):
+        MCDropoutClassifier(dropout=dropout, p=0.0, epochs=1, progress=False).fit(X, (X[:, 0] > 0).astype(int))

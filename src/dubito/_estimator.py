@@ -71,8 +71,14 @@ def seed_base(random_state) -> int:
     """The int a fit derives all its random streams from: ``random_state`` itself when it is an
     int, else one draw of ``check_random_state(random_state)`` (None: fresh entropy)."""
     if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+        if random_state < 0:  # numpy's SeedSequence says "expected non-negative integer", naming nothing
+            raise ValueError(f"random_state must be None, a non-negative int or a numpy RandomState, got {random_state}")
         return int(random_state)
-    return int(check_random_state(random_state).randint(0, 2**31 - 1))
+    try:
+        return int(check_random_state(random_state).randint(0, 2**31 - 1))
+    except ValueError as exc:
+        raise ValueError(f"random_state must be None, a non-negative int or a numpy RandomState, got "
+                         f"{random_state!r} ({exc})") from None
 
 
 def seeds_from(random_state, k: int) -> list[int]:

@@ -24,7 +24,19 @@ import torch
 from dubito._estimator import progress_bar
 from dubito.early_stopping import EarlyStopping, best_copy, copy_best_members
 
-__all__ = ["TrainingRecord", "module_snapshots", "run_epochs"]
+__all__ = ["DIVERGED", "NAIVE_GAUSSIAN_NLL", "NAIVE_MSE", "TrainingRecord", "check_divergence", "module_snapshots",
+           "run_epochs"]
+
+#: An epoch's mean loss above this many times what predicting the mean gives (at least 1) is a
+#: diverged optimiser (issue 22: lr=10 gave finite but absurd predictions without a word).
+#: Healthy fits on standardised targets start within ~10x of it; the diverged ones measured
+#: started 1e6-1e14 times above it.
+DIVERGED = 1e4
+
+#: Mean loss of the naive prediction on standardised targets (mean 0, variance 1): the MSE of
+#: predicting 0 is 1; the Gaussian NLL of N(0, 1) is (1 + log 2 pi) / 2.
+NAIVE_MSE = 1.0
+NAIVE_GAUSSIAN_NLL = 0.5 * (1.0 + float(np.log(2.0 * np.pi)))
 
 
 @dataclass
@@ -53,6 +65,19 @@ def module_snapshots(net: torch.nn.Module) -> tuple[Callable[[np.ndarray], None]
     return keep_best, restore_best
 
 
+def check_divergence(loss: float, epoch: int, description: str, lr: float | None,
+                     naive_loss: float | None = None) -> None:
+    """FloatingPointError naming the learning rate when an epoch's training loss is not finite,
+    or (given ``naive_loss``, the loss of predicting the mean) above `DIVERGED` x max(naive, 1)."""
+    finite = bool(np.isfinite(loss))
+    if finite and (naive_loss is None or loss <= DIVERGED * max(naive_loss, 1.0)):
+        return
+    why = "" if not finite else f", over {DIVERGED:g} x the {naive_loss:.3g} of predicting the mean"
+    hint = "lower the learning rate" + ("" if lr is None else f" (lr={lr:g})")
+    raise FloatingPointError(f"{description}: the training loss is {loss:.4g} in epoch {epoch + 1}{why}: the "
+                             f"optimiser diverged; {hint}")
+
+
 def run_epochs(
     train_epoch: Callable[[int], float],
     *,
@@ -69,6 +94,8 @@ def run_epochs(
     loss_curve: Sequence[float] = (),
     after_epoch: Callable[[int, EarlyStopping | None, np.ndarray], None] | None = None,
     stop_reason: Callable[[int], str | None] | None = None,
+    lr: float | None = None,
+    naive_loss: float | None = None,
 ) -> TrainingRecord:
     """Train for at most ``epochs`` epochs, stopping early on the held-out losses of ``validate``.
 
@@ -79,6 +106,9 @@ def run_epochs(
     ``start_epoch`` and the ``loss_curve`` so far; ``after_epoch(epoch, stopper, curve)`` runs after
     every epoch (e.g. to write a training checkpoint). ``stop_reason(epoch)``, when it returns a
     string (e.g. "min_lr": a schedule reached its floor), ends training there with that reason.
+    A training loss that is not finite, or (given ``naive_loss``, the per-row loss of predicting
+    the mean) above `DIVERGED` times it, stops training with a FloatingPointError naming ``lr``
+    (`check_divergence`).
     """
     if validate is not None and stopper is None:
         stopper = EarlyStopping(patience, n_units)
@@ -90,6 +120,7 @@ def run_epochs(
             if stopper is not None and stopper.done:
                 break
             curve.append(float(train_epoch(epoch)))
+            check_divergence(curve[-1], epoch, description, lr, naive_loss)
             text = f"{description} loss {curve[-1]:.4g}"
             if stopper is not None:
                 held_out = np.asarray(validate(), dtype=np.float64).reshape(-1)

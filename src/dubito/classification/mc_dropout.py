@@ -373,6 +373,9 @@ class MCDropoutClassifier(DubitoClassifier):
         )
         if s["p"] >= 1.0:
             raise ValueError(f"p must lie in [0, 1), got {self.p}")
+        if s["p"] == 0.0 and s["dropout"] in ("concrete", "multidrop"):  # issue 22: a NaN network, found at predict
+            raise ValueError(f"p=0 with dropout={s['dropout']!r}: the {s['dropout']} rate starts at logit(p) and "
+                             "needs 0 < p < 1; use dropout='none' for a network without dropout")
         if self.n_classes is not None:
             s["n_classes"] = check_int(self.n_classes, "n_classes", min_value=2)
         else:
@@ -669,7 +672,8 @@ class MCDropoutClassifier(DubitoClassifier):
                             restore()
 
             record = run_epochs(train_epoch, epochs=s["epochs"], description="MC dropout", progress=self.progress,
-                                validate=validate, keep_best=keep_best, restore_best=restore_best, stopper=stopper)
+                                validate=validate, keep_best=keep_best, restore_best=restore_best, stopper=stopper,
+                                lr=s["lr"], naive_loss=float(np.log(self.n_classes_)))
             curve = record.loss_curve
         net.eval()
         self.loss_curve_ = np.asarray(curve, dtype=np.float64)

@@ -52,7 +52,7 @@ from dubito.regression.deepnoise_model import (
     piecewise_activation,
 )
 from dubito.search_space import Choice, Float
-from dubito.training_loop import module_snapshots, run_epochs
+from dubito.training_loop import NAIVE_GAUSSIAN_NLL, module_snapshots, run_epochs
 
 __all__ = ["DeepNoiseNet", "DeepNoiseSGDRegressor", "train_epoch", "training_step"]
 
@@ -350,7 +350,8 @@ class DeepNoiseSGDRegressor(DubitoRegressor):
         run_step = training_step(net, opt, X, y, s["n_noise_samples"], gen)
         record = run_epochs(lambda epoch: train_epoch(net, opt, X, y, batch, s["n_noise_samples"], gen, run_step),
                             epochs=s["epochs"], description="DeepNoise-SGD", progress=bool(self.progress),
-                            validate=validate, patience=s["patience"], keep_best=keep_best, restore_best=restore_best)
+                            validate=validate, patience=s["patience"], keep_best=keep_best, restore_best=restore_best,
+                            lr=s["lr"], naive_loss=NAIVE_GAUSSIAN_NLL)
         self.validation_curve_ = record.validation_curve[:, 0]
         self.best_epoch_ = int(record.best_epoch[0])
         self.stopped_by_ = record.stopped_by

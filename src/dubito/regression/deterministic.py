@@ -76,7 +76,7 @@ from dubito.nn.dropout_mlp import MLP
 from dubito.nn.pilotnet import PilotNet, activation_width, check_image_shape
 from dubito.predictive.normal import Normal
 from dubito.search_space import Choice, Float
-from dubito.training_loop import module_snapshots, run_epochs
+from dubito.training_loop import NAIVE_MSE, module_snapshots, run_epochs
 
 __all__ = ["DeterministicRegressor", "NaiveRegressor", "residual_variance", "seeds_from"]
 
@@ -104,6 +104,8 @@ class _MLPRegressor(DubitoRegressor):
     checks, standardisation, ``predict`` and ``save``/``load`` come from `DubitoRegressor`."""
 
     _description = "network"
+    #: Per-row training loss of predicting the mean (standardised y): the divergence check's scale.
+    _naive_loss = NAIVE_MSE
 
     # -------------------------------------------------------------- to implement
     def _extra_settings(self) -> dict:
@@ -278,7 +280,7 @@ class _MLPRegressor(DubitoRegressor):
         net.train()
         record = run_epochs(train_epoch, epochs=s["epochs"], description=self._description, progress=self.progress,
                             validate=None if validation is None else validate, patience=s["patience"],
-                            keep_best=keep_best, restore_best=restore_best)
+                            keep_best=keep_best, restore_best=restore_best, lr=s["lr"], naive_loss=self._naive_loss)
         self.validation_curve_ = record.validation_curve.reshape(-1)
         self.best_epoch_ = int(record.best_epoch[0])
         self.stopped_by_ = record.stopped_by

@@ -79,7 +79,7 @@ from dubito.training_checkpoint import (
     load_training,
     save_training,
 )
-from dubito.training_loop import run_epochs
+from dubito.training_loop import NAIVE_GAUSSIAN_NLL, run_epochs
 from dubito.variance_scale import fit_variance_scale
 
 __all__ = [
@@ -258,7 +258,8 @@ def train_members(
     net.train()
     run_epochs(train_epoch, epochs=epochs, description=f"{description} (L={L})", progress=progress,
                validate=validate, n_units=L, keep_best=keep_best, restore_best=restore_best, stopper=stopper,
-               start_epoch=start, loss_curve=[c.mean() for c in curve], after_epoch=after_epoch)
+               start_epoch=start, loss_curve=[c.mean() for c in curve], after_epoch=after_epoch, lr=lr,
+               naive_loss=NAIVE_GAUSSIAN_NLL)
     net.eval()
     return np.asarray(curve, dtype=np.float64).reshape(-1, L)
 

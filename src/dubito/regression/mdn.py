@@ -36,6 +36,7 @@ from dubito.nn.mdn import MixtureDensityNet, mixture_nll
 from dubito.predictive.mixture import GaussianMixture
 from dubito.regression.deterministic import _MLPRegressor
 from dubito.search_space import Choice, Float
+from dubito.training_loop import NAIVE_GAUSSIAN_NLL
 
 __all__ = ["MDNMixture", "MixtureDensityRegressor"]
 
@@ -116,6 +117,7 @@ class MixtureDensityRegressor(_MLPRegressor):
     """
 
     _description = "MDN"
+    _naive_loss = NAIVE_GAUSSIAN_NLL  # its loss is the mixture NLL
 
     #: What `dubito.tune` searches: the deterministic net's space plus K, from one Gaussian
     #: (a heteroscedastic net) to the benchmark's 50.

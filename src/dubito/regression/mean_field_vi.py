@@ -287,7 +287,7 @@ class MeanFieldVIRegressor(DubitoRegressor):
 
         record = run_epochs(train_epoch, epochs=s["epochs"], description="mean-field VI", progress=self.progress,
                             validate=validate, patience=s["patience"], keep_best=keep_best,
-                            restore_best=restore_best)
+                            restore_best=restore_best, lr=s["lr"])
 
         q = {}
         with torch.no_grad():
