@@ -283,3 +283,12 @@ def test_output_and_store_paths_are_checked_before_any_work(tmp_path, monkeypatc
         assert result.exit_code == 2, (args, result.output)
         assert message in " ".join(result.output.split()), (message, result.output)
     assert not (tmp_path / "s.sqlite").exists()  # no store was created by the refused runs
+
+
+def test_run_refuses_a_classification_data_set_by_name(tmp_path):
+    # issue 22, part 8: `dubito run --data letters` fitted a regression on the class labels
+    pytest.importorskip("PIL")
+    result = runner.invoke(app, ["run", "--data", "letters", "--out", str(tmp_path / "r"), "--quiet", "--epochs", "1"])
+    assert result.exit_code == 2
+    assert "'letters' is a classification data set (labels of 52 classes)" in result.output
+    assert "Traceback" not in result.output

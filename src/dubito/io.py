@@ -4,7 +4,8 @@ One model = one ``.safetensors`` file. Its string metadata holds ``dubito_format
 format version), ``dubito_class`` (the estimator class name), ``settings`` (a JSON document of
 constructor settings and fitted scalars) and ``sha256`` (`content_digest` of the other three and
 every tensor). Loading checks all four and reports a corrupted, truncated, edited or foreign file
-with one clear ``ValueError`` (files written before the digest existed load without it).
+with one clear ``ValueError`` (files written before the digest existed load, with a UserWarning
+that they cannot be verified).
 
 The estimators' ``save``/``load`` share the JSON side here: `json_params` (constructor settings
 as JSON), `params_from_json` (their inverse), `feature_names_json` / `set_feature_names` and
@@ -17,6 +18,7 @@ import hashlib
 import json
 import os
 import tempfile
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -173,8 +175,10 @@ def load_tensors(path, cls_name: str, device="cpu") -> tuple[dict[str, torch.Ten
         )
     if metadata["dubito_class"] != cls_name:
         raise ValueError(f"{path} holds a {metadata['dubito_class']}, not a {cls_name}")
-    # files written before the digest existed have none and load as before
-    if "sha256" in metadata and content_digest(tensors, metadata) != metadata["sha256"]:
+    if "sha256" not in metadata:  # written before the digest existed: loads, unverified, and says so
+        warnings.warn(f"{path} carries no SHA-256 (written by an earlier dubito): it loads, but nothing can check "
+                      "that it is what was saved; save it again to add one", UserWarning, stacklevel=3)
+    elif content_digest(tensors, metadata) != metadata["sha256"]:
         raise ValueError(
             f"{path} is not what was saved: the SHA-256 of its settings and tensors differs from the one "
             "written with them (a changed byte, an edited value, a truncated copy); load the original file")

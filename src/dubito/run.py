@@ -27,6 +27,7 @@ import matplotlib.pyplot as plt
 import dubito
 from dubito import data as datasets
 from dubito import metrics, plots
+from dubito.data.dataset import ImageDataset
 from dubito.data.user_table import is_table_path
 from dubito.inference.convergence import convergence_line, convergence_section
 from dubito.io import atomic_write_text, check_output_folder
@@ -120,6 +121,10 @@ def run(
                          f"{data!r} is a data set with its own response (see `dubito datasets`)")
     else:
         dataset = datasets.load(data)
+    if isinstance(dataset, ImageDataset):  # issue 22: a regression used to be fitted on its class labels
+        raise ValueError(f"{dataset.name!r} is a classification data set (labels of {len(dataset.class_names)} "
+                         "classes); `dubito run` fits regression methods. Use dubito.classification (e.g. "
+                         "MCDropoutClassifier) or `dubito bench thesis`")
     if not 0 <= split < dataset.n_splits:
         raise ValueError(f"split {split} out of range: {dataset.name} has {dataset.n_splits} splits")
     X_tr, y_tr, X_te, y_te = dataset.split(split)
