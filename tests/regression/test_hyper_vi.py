@@ -290,6 +290,7 @@ def test_save_load_roundtrip(tmp_path):
      ({"validation_fraction": -0.1}, "validation_fraction"), ({"patience": 0}, "patience must be >= 1"),
      ({"lr_patience": -1}, "lr_patience must be >= 0"),
      ({"noise_std": -1.0}, "noise_std must be > 0"), ({"space": "weights"}, "space must be one of"),
+     ({"noise_std": 1e-300}, r"noise_std must be >= 1e-06 .* got 1e-300"),  # issue 22: said "try a smaller lr"
      ({"family": "flow"}, "family must be one of"), ({"n_kl_samples": 1}, "n_kl_samples must be >= 2"),
      ({"lr_factor": 1.5}, "lr_factor must be in"), ({"ood_box": ([0.0], [1.0])}, "ood_box has 1 feature"),
      ({"ood_box": "box"}, "ood_box must be None")],

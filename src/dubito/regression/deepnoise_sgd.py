@@ -66,22 +66,26 @@ _LOG_2PI = math.log(2.0 * math.pi)
 
 
 def _hardtanh(t):
-    return torch.clamp(t, -1.0, 1.0)
+    return torch.nn.functional.hardtanh(t, -1.0, 1.0, inplace=True)
 
 
 def _bounded_relu(t):
-    return torch.clamp(t, 0.0, 1.0)
+    return torch.nn.functional.hardtanh(t, 0.0, 1.0, inplace=True)
 
 
 def _leaky_relu(t):
-    return torch.nn.functional.leaky_relu(t, 0.1)
+    return torch.nn.functional.leaky_relu(t, 0.1, inplace=True)
 
 
 def _native(act):
     """The same function as ``act`` through one fused torch op where there is one (training
-    speed: the generic piecewise form builds J full-size temporaries per call). Module-level
-    functions, not lambdas, so a fitted network pickles (scikit-learn's clone and joblib)."""
-    native = {"hardtanh": _hardtanh, "bounded_relu": _bounded_relu, "relu": torch.relu, "leaky_relu": _leaky_relu}
+    speed: the generic piecewise form builds J full-size temporaries per call), IN PLACE: the
+    net applies it only to the fresh pre-activation, and autograd differentiates these ops
+    through their output, so one full-size temporary per layer is saved (an init step, 4 x 50,
+    100 draws, batch 1000: about 20 % faster on one thread, benchmarks/deepnoise_flops.py).
+    Module-level functions, not lambdas, so a fitted network pickles (scikit-learn's clone and
+    joblib)."""
+    native = {"hardtanh": _hardtanh, "bounded_relu": _bounded_relu, "relu": torch.relu_, "leaky_relu": _leaky_relu}
     fn = native.get(act.name)
     if fn is None or act != piecewise_activation(act.name):
         return act

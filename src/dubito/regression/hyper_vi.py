@@ -256,6 +256,19 @@ class _NoiseScale(nn.Module):
         self.log_sd = nn.Parameter(torch.tensor(math.log(sd), dtype=dtype, device=device))
 
 
+#: Smallest fixed noise sd, standardised target units: the float32 training cannot resolve a
+#: smaller one (float32's eps is 1.2e-7), and 1e-300 overflowed its residuals (issue 22).
+MIN_NOISE_STD = 1e-6
+
+
+def _check_noise_std(value) -> float:
+    value = check_float(value, "noise_std", strictly_positive=True)
+    if value < MIN_NOISE_STD:
+        raise ValueError(f"noise_std must be >= {MIN_NOISE_STD:g} (in standardised target units, raw ones with "
+                         f"standardize=False: the float32 training cannot resolve a smaller noise), got {value:g}")
+    return value
+
+
 class HyperVIRegressor(DubitoRegressor):
     """NN-HyVI, FuNN-HyVI, MFVI and FuNN-MFVI (module docstring) for a one-hidden-layer MLP.
 
@@ -263,9 +276,9 @@ class HyperVIRegressor(DubitoRegressor):
     ----------
     space : {"function", "parameter"}, default "function" — where the KL is estimated.
     family : {"hypernet", "mean-field"}, default "hypernet" — q's family (§2.6 / §3).
-    noise_std : float or None, default None — σ_l > 0, fixed, in standardised target units (raw
-        units with ``standardize=False``; spec §2.8 lists the paper's values); None learns it
-        with q (ours; module docstring).
+    noise_std : float or None, default None — σ_l >= 1e-6 (`MIN_NOISE_STD`), fixed, in
+        standardised target units (raw units with ``standardize=False``; spec §2.8 lists the
+        paper's values); None learns it with q (ours; module docstring).
     prior_sd : float, default 0.5 — std of the Gaussian weight prior ([C]; spec §2.7).
     hidden : int, default 50; activation : str, default "relu" — the predictor net (§2.1).
     latent_dim : int, default 5; generator_hidden : tuple, default (20, 40) — the hypernetwork.
@@ -360,8 +373,7 @@ class HyperVIRegressor(DubitoRegressor):
         return {
             "space": check_choice(self.space, "space", SPACES),
             "family": check_choice(self.family, "family", FAMILIES),
-            "noise_std": None if self.noise_std is None else check_float(self.noise_std, "noise_std",
-                                                                         strictly_positive=True),
+            "noise_std": None if self.noise_std is None else _check_noise_std(self.noise_std),
             "prior_sd": check_float(self.prior_sd, "prior_sd", strictly_positive=True),
             "hidden": check_int(self.hidden, "hidden", min_value=1),
             "activation": check_choice(self.activation, "activation", ACTIVATIONS),
