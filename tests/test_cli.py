@@ -292,3 +292,15 @@ def test_run_refuses_a_classification_data_set_by_name(tmp_path):
     assert result.exit_code == 2
     assert "'letters' is a classification data set (labels of 52 classes)" in result.output
     assert "Traceback" not in result.output
+
+
+def test_debug_shows_the_traceback_a_user_error_otherwise_hides(tmp_path):
+    # issue 22: every user error is one line and exit code 2; --debug shows where it came from
+    args = ["run", "--data", "nosuchdata", "--out", str(tmp_path / "r"), "--quiet"]
+    plain = runner.invoke(app, args)
+    assert plain.exit_code == 2 and "Traceback" not in plain.output
+    debug = runner.invoke(app, ["--debug", *args])
+    assert debug.exit_code == 1 and isinstance(debug.exception, ValueError)
+    assert "nosuchdata" in str(debug.exception)
+    again = runner.invoke(app, args)  # the flag does not stick to later commands
+    assert again.exit_code == 2

@@ -51,19 +51,27 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+#: Set by ``--debug``: a user error shows its traceback instead of one line.
+_DEBUG = {"on": False}
+
+
 @app.callback()
 def main(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="print the version of dubito and exit"),
+    debug: bool = typer.Option(False, "--debug", help="show the full traceback of an error instead of one line"),
 ):
     """dubito: honest uncertainty for deep networks."""
+    _DEBUG["on"] = bool(debug)
 
 
 def _fail(exc: BaseException):
     """Print ``error: <message>`` (the message verbatim: brackets such as ``dubito[tabular]`` are not
-    rich markup) and exit with status 2."""
+    rich markup) and exit with status 2; with ``--debug``, raise ``exc`` with its traceback."""
     from rich.text import Text
 
+    if _DEBUG["on"]:
+        raise exc
     console.print(Text.assemble(("error:", "red"), " ", str(exc)), soft_wrap=True)
     raise typer.Exit(2)
 
@@ -102,7 +110,7 @@ def run(
     try:
         result = run_job(data, method, out, split=split, seed=seed, device=device, progress=not quiet,
                          print_convergence=False, target=target, calibrate=calibrate, **overrides)
-    except (ValueError, FileNotFoundError, ImportError) as exc:
+    except (ValueError, FileNotFoundError, ImportError, FloatingPointError) as exc:  # FloatingPointError: diverged
         _fail(exc)
     table = Table(title=f"{method} on {result.data} (split {split}: {result.n_train} train / {result.n_test} test)")
     table.add_column("predictive")
