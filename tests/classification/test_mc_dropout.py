@@ -272,6 +272,11 @@ def test_bad_input_raises(digits):
         MCDropoutClassifier(**small).fit(Xtr[:4], [0, 1, 0.5, 2])
     with pytest.raises(ValueError, match="single class"):
         MCDropoutClassifier(**small).fit(Xtr[:4], [0, 0, 0, 0])
+    # issue 22: labels {0, 5, 10} made 11 classes; a label of 1e9 tried 32 GB
+    for labels, k in (([0, 5, 10, 5], 11), ([0, 1, 10**9, 1], 10**9 + 1)):
+        with pytest.raises(ValueError, match=f"so K = {k} classes, but it holds 3 distinct labels.*LabelEncoder"):
+            MCDropoutClassifier(**small).fit(Xtr[:4], labels)
+    MCDropoutClassifier(n_classes=11, validation_fraction=0, **small).fit(Xtr[:4], [0, 5, 10, 5])  # declared: fits
     with pytest.raises(ValueError, match="C\\*H\\*W = 49"):
         MCDropoutClassifier(network="cnn", image_shape=(1, 7, 7), **small).fit(Xtr, ytr)
     with pytest.raises(ValueError, match="needs image_shape"):

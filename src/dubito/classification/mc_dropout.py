@@ -158,7 +158,9 @@ def check_labels(y: np.ndarray, n_classes: int | None) -> tuple[np.ndarray, int]
     classes that were never seen, and a network trained on one class predicts it everywhere with
     full confidence, which is no honest answer (scikit-learn's convention for one class present is
     this ValueError, as ``LogisticRegression``). With ``n_classes`` given one class may be present
-    (e.g. a few newly labelled rows for ``fine_tune``).
+    (e.g. a few newly labelled rows for ``fine_tune``). Also refused with K inferred: more than
+    half of 0..K-1 never seen (labels {0, 5, 10} would make 11 classes; scikit-learn maps the
+    labels it sees, dubito's are indices: encode them, or pass ``n_classes``).
     """
     try:
         y = np.asarray(y, dtype=np.float64)
@@ -180,6 +182,12 @@ def check_labels(y: np.ndarray, n_classes: int | None) -> tuple[np.ndarray, int]
     if n_classes is None and y.min() == y.max():
         raise ValueError(f"y holds a single class ({int(y[0])}): a classifier needs examples of at least 2 classes; "
                          f"set n_classes=K to train a K-class model on the class present")
+    if n_classes is None:  # issue 22: labels {0, 5, 10} made 11 classes, one label of 1e9 tried 32 GB
+        seen = np.unique(y).size
+        if k > 2 * seen:
+            raise ValueError(f"y's largest label is {int(y.max())}, so K = {k} classes, but it holds {seen} distinct "
+                             f"labels: dubito's labels are class indices 0..K-1. Encode them (e.g. "
+                             "sklearn.preprocessing.LabelEncoder), or set n_classes=K if the other classes are real")
     return y.astype(np.int64), k
 
 
