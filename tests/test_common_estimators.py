@@ -280,3 +280,13 @@ def test_a_classifier_file_claiming_a_billion_classes_is_refused_before_building
                     dict(settings, fitted={**settings["fitted"], "n_classes": 10**9}))
     with pytest.raises(ValueError, match=r"at least 17,000,000,352 numbers \(widths \[4, 16, 16, 1000000000\]\)"):
         type(est).load(path)
+
+
+@pytest.mark.parametrize("estimator", REGRESSORS, ids=lambda e: type(e).__name__)
+def test_a_target_whose_variance_overflows_is_refused_at_fit_naming_its_scale(estimator):
+    # issue 22, part 4: y x 1e200 fitted, then predictions were NaN or failed on an infinite variance
+    from sklearn.base import clone
+
+    X, y = _regression_data()
+    with pytest.raises(ValueError, match=r"y reaches \d\.\d+e\+200 in absolute value.*rescale y"):
+        clone(estimator).fit(X, y * 1e200)

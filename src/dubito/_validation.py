@@ -87,6 +87,10 @@ def _check_not_strings(x, name: str) -> None:
             ) from None
 
 
+#: Largest |y| a fit accepts: a variance in y's units is a square, finite in float64 up to ~1e154.
+MAX_ABS_Y = 1e150
+
+
 def validate_fit_data(
     estimator,
     X,
@@ -129,6 +133,13 @@ def validate_fit_data(
         multi_output=False,
     )
     y = np.asarray(y, dtype=np.float64)
+    largest = float(np.max(np.abs(y))) if y.size else 0.0
+    if largest > MAX_ABS_Y:  # issue 22: y x 1e200 fitted, then every prediction failed on an infinite variance
+        raise ValueError(
+            f"y reaches {largest:.3g} in absolute value: a predictive variance in y's units (the square of that "
+            f"scale) overflows float64 beyond about 1e154; rescale y (e.g. divide it by 1e{int(np.log10(largest))}) "
+            "and scale the predictions back"
+        )
     if require_nonconstant_y and np.ptp(y) == 0:
         raise ValueError(
             f"y is constant (every value is {float(y[0])!r}): {name} standardises the target by its "
