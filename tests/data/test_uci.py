@@ -116,16 +116,18 @@ def test_data_dir_argument_and_errors(uci_dir, tmp_path):
         load_uci("housing")
 
 
-def test_corrupt_user_copy_is_reported(uci_dir, tmp_path):
+def test_corrupt_user_copy_is_reported(uci_dir, tmp_path, monkeypatch):
+    # the checks behind the manifest's: the copy is trusted explicitly, so they are what refuses it
     import shutil
 
+    monkeypatch.setenv("DUBITO_DATA_VERIFY", "0")
     dst = tmp_path / "yacht"
     shutil.copytree(uci_dir / "yacht", dst)
     (dst / "index_test_3.txt").write_text("0\n1\n9999\n")
-    with pytest.raises(ValueError, match="outside"):
+    with pytest.raises(ValueError, match="outside"), pytest.warns(UserWarning, match="loaded anyway"):
         load_uci("yacht", data_dir=tmp_path)
     (dst / "index_test_3.txt").write_text("0\nabc\n")
-    with pytest.raises(ValueError, match="index_test_3.txt"):
+    with pytest.raises(ValueError, match="index_test_3.txt"), pytest.warns(UserWarning, match="loaded anyway"):
         load_uci("yacht", data_dir=tmp_path)
     (dst / "index_test_3.txt").unlink()
     with pytest.raises(FileNotFoundError, match="index_test_3.txt"):
@@ -145,9 +147,12 @@ def test_copies_that_differ_from_the_manifest_are_named(uci_dir, tmp_path, monke
     data = np.loadtxt(user / "data.txt")
     data[:, -1] *= 1000.0
     np.savetxt(user / "data.txt", data)
-    with pytest.warns(UserWarning, match="data.txt differ from the standard files"):
+    with pytest.raises(ValueError, match="data.txt differ from the standard files.*DUBITO_DATA_VERIFY=0"):
+        load_uci("yacht", data_dir=tmp_path / "user")
+    monkeypatch.setenv("DUBITO_DATA_VERIFY", "0")  # the user trusts this copy explicitly
+    with pytest.warns(UserWarning, match="data.txt differ from the standard files.*loaded anyway"):
         ds = load_uci("yacht", data_dir=tmp_path / "user")
-    assert ds.y.max() > 1000  # a user's copy still loads: it may be prepared differently on purpose
+    assert ds.y.max() > 1000  # prepared differently on purpose: it loads
     train = np.loadtxt(user / "index_train_0.txt", dtype=int)
     (user / "index_train_0.txt").write_text("\n".join(map(str, np.append(train, train[:3]))))
     with warnings.catch_warnings():

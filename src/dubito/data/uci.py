@@ -301,8 +301,10 @@ def uci_path(name: str, *, data_dir=None, download: bool = True, timeout: float 
 def _check_against_manifest(spec: UCISpec, folder: Path) -> None:
     """Compare the files of ``folder`` with the shipped SHA-256 manifest. The cache holds only
     files verified when downloaded, so a mismatch there is corruption: one ValueError saying to
-    delete the folder. A user's folder (``DUBITO_DATA``, ``data_dir``) may be a copy prepared
-    differently: a warning naming the files (its numbers are not comparable with published ones)."""
+    delete the folder. A user's folder (``DUBITO_DATA``, ``data_dir``) that differs is refused
+    too, naming the files, unless the user trusts it explicitly with ``DUBITO_DATA_VERIFY=0``
+    (a copy prepared differently on purpose): then a warning that its numbers are not comparable
+    with published ones."""
     expected = manifest().get(spec.folder, {})
     changed = [name for name, digest in sorted(expected.items())
                if (folder / name).is_file() and hashlib.sha256((folder / name).read_bytes()).hexdigest() != digest]
@@ -318,10 +320,13 @@ def _check_against_manifest(spec: UCISpec, folder: Path) -> None:
             f"the cached UCI files {listed} in {folder} no longer match the SHA-256 they were verified "
             f"against when downloaded (edited, truncated or corrupted): delete {folder} and load "
             f"{spec.name!r} again to download them afresh")
-    warnings.warn(
-        f"UCI {spec.name!r} in {folder}: {listed} differ from the standard files (dubito's SHA-256 manifest "
-        "of the Hernandez-Lobato & Adams splits); results on this copy are not comparable with published ones",
-        UserWarning, stacklevel=3)
+    what = (f"UCI {spec.name!r} in {folder}: {listed} differ from the standard files (dubito's SHA-256 manifest "
+            "of the Hernandez-Lobato & Adams splits)")
+    if os.environ.get("DUBITO_DATA_VERIFY", "1") != "0":
+        raise ValueError(f"{what}: replace them with the standard files, or set DUBITO_DATA_VERIFY=0 to use this "
+                         "copy anyway (its results are then not comparable with published ones)")
+    warnings.warn(f"{what}; DUBITO_DATA_VERIFY=0: loaded anyway, results on this copy are not comparable with "
+                  "published ones", UserWarning, stacklevel=3)
 
 
 def _read_ints(path: Path) -> np.ndarray:

@@ -695,7 +695,13 @@ class DeepNoiseRegressor(DubitoRegressor):
         p = est._restore_common(fitted)
         old_scaling = {k.rstrip("_"): tensors[k] for k in ("x_mean_", "x_scale_") if k in tensors}
         est._restore_scaling({**old_scaling, **tensors}, fitted, p)
-        DeepNoiseParams.from_flat({k: v[0, 0] for k, v in est.samples_.items()})
+        first = DeepNoiseParams.from_flat({k: v[0, 0] for k, v in est.samples_.items()})
+        widths = (p, *s["hidden"], 1)  # the settings must describe the stored network (issue 22)
+        expected = [(a, b) for a, b in zip(widths[:-1], widths[1:])]
+        shapes = [tuple(w.shape) for w in first.W]
+        if shapes != expected:
+            raise RuntimeError(f"the stored weights have shapes {shapes}, but the settings (hidden={list(s['hidden'])}, "
+                               f"{p} features) describe {expected}")
         est.diagnostics_ = est._diagnostics(warn=False)
         return est
 
