@@ -90,3 +90,46 @@ def test_custom_levels_and_level_keys():
     assert [level_key(v) for v in (0.5, 0.9, 0.95, 0.975, 0.99, 0.999)] == ["50", "90", "95", "97.5", "99", "99.9"]
     with pytest.raises(ValueError, match=r"y must have shape \(100,\)"):
         regression_summary(Normal(mu, var), y[:10])
+
+
+@pytest.mark.parametrize("family", ["normal", "mixture", "samples"])
+@pytest.mark.parametrize("block_rows", [1, 37, 400, 10_000])
+def test_the_summary_in_blocks_equals_the_whole_summary(family, block_rows):
+    """regression_summary_in_blocks (issue 21: bounded memory for a million rows) gives the keys
+    and values of regression_summary on the whole predictive, to the rounding of the sums."""
+    from dubito.metrics import regression_summary_in_blocks
+
+    mu, var, y = _case(seed=3)
+    rng = np.random.default_rng(4)
+    n = mu.size
+    if family == "normal":
+        whole = Normal(mu, var)
+    elif family == "mixture":
+        whole = GaussianMixture(rng.dirichlet(np.ones(3), size=n), mu[:, None] + rng.normal(size=(n, 3)),
+                                var[:, None] * rng.uniform(0.5, 1.5, size=(n, 3)), noise_variances=var[:, None] * 0.5
+                                * np.ones((n, 3)))
+    else:
+        whole = Samples(mu[None, :] + np.sqrt(var)[None, :] * rng.normal(size=(60, n)))
+    X = np.arange(n)[:, None]  # the "inputs": row numbers, so predict can slice the whole predictive
+    calls = []
+
+    def predict(rows):
+        calls.append(len(rows))
+        return whole[rows[:, 0]]
+
+    expected = regression_summary(whole, y)
+    got = regression_summary_in_blocks(predict, X, y, block_rows=block_rows)
+    assert list(got) == list(expected)
+    for key in expected:
+        assert got[key] == pytest.approx(expected[key], rel=1e-12, abs=1e-14), key
+    assert max(calls) <= block_rows and sum(calls) == n
+
+
+def test_the_summary_in_blocks_refuses_mismatched_inputs():
+    from dubito.metrics import regression_summary_in_blocks
+
+    mu, var, y = _case()
+    with pytest.raises(ValueError, match="X has 399 rows but y has 400"):
+        regression_summary_in_blocks(lambda X: Normal(mu[: len(X)], var[: len(X)]), np.zeros((399, 1)), y)
+    with pytest.raises(ValueError, match="block_rows must be >= 1"):
+        regression_summary_in_blocks(lambda X: Normal(mu, var), np.zeros((400, 1)), y, block_rows=0)

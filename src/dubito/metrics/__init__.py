@@ -12,7 +12,9 @@
   ``ece``/``mce``/``reliability_diagram`` (20 equal-width bins), misclassification and OOD
   AUROC/AUPR. ``accuracy`` and ``nll`` clash with the regression names and are reached as
   ``classification.accuracy`` / ``classification.nll``; the rest are exported here too.
-* :mod:`dubito.metrics.summary` - ``regression_summary``: one stable dict of all of the above.
+* :mod:`dubito.metrics.summary` - ``regression_summary``: one stable dict of all of the above;
+  ``regression_summary_in_blocks``: the same from a predict callable, block by block (bounded
+  memory for millions of rows).
 * :mod:`dubito.metrics.thresholds` - the IC-NLM paper's ``accuracy`` within a tolerance, the
   ``matched_thresholds`` that map its 6/2 degrees to other data, and ``error_variance_curve``.
 * :mod:`dubito.metrics.scorers` - scikit-learn scorers of ``predict_distribution`` for
@@ -67,7 +69,7 @@ from dubito.metrics.scoring import (
     rmse,
     squared_error,
 )
-from dubito.metrics.summary import SUMMARY_LEVELS, level_key, regression_summary
+from dubito.metrics.summary import SUMMARY_LEVELS, level_key, regression_summary, regression_summary_in_blocks
 from dubito.metrics.thresholds import (
     PAPER_NAIVE_ACCURACY,
     PAPER_THRESHOLDS,
@@ -130,6 +132,7 @@ __all__ = [
     "SUMMARY_LEVELS",
     "level_key",
     "regression_summary",
+    "regression_summary_in_blocks",
     # thresholds (IC-NLM paper)
     "PAPER_THRESHOLDS",
     "PAPER_NAIVE_ACCURACY",

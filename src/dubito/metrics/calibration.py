@@ -27,8 +27,10 @@ __all__ = [
     "width",
     "CalibrationCurve",
     "calibration_curve",
+    "calibration_curve_of_pit",
     "calibration_error",
     "MarginalCalibration",
+    "marginal_grid",
     "marginal_calibration",
 ]
 
@@ -104,7 +106,12 @@ def calibration_curve(pred, y, n_levels: int = 100) -> CalibrationCurve:
 
     Returns a :class:`CalibrationCurve` (unpacks as ``nominal, observed``).
     """
-    u = np.sort(pit(pred, y))
+    return calibration_curve_of_pit(pit(pred, y), n_levels)
+
+
+def calibration_curve_of_pit(pit_values, n_levels: int = 100) -> CalibrationCurve:
+    """`calibration_curve` from PIT values already computed (e.g. block by block)."""
+    u = np.sort(np.asarray(pit_values, dtype=np.float64).reshape(-1))
     p = _nominal_grid(n_levels)
     observed = np.searchsorted(u, p, side="right") / u.size
     return CalibrationCurve(p, observed.astype(np.float64))
@@ -146,6 +153,15 @@ class MarginalCalibration:
 _CDF_BUDGET = 1 << 18
 
 
+def marginal_grid(y, n_grid: int = 200) -> np.ndarray:
+    """`marginal_calibration`'s default thresholds: the empirical quantiles of y at levels
+    (k - 1/2)/n_grid, k = 1..n_grid."""
+    n_grid = int(n_grid)
+    if n_grid < 1:
+        raise ValueError(f"n_grid must be >= 1, got {n_grid}")
+    return np.quantile(np.asarray(y, dtype=np.float64), (np.arange(1, n_grid + 1) - 0.5) / n_grid)
+
+
 def marginal_calibration(pred, y, grid=None, n_grid: int = 200) -> MarginalCalibration:
     """Marginal calibration (Gneiting, Balabdaoui & Raftery 2007, sec. 2.3 and 3.2).
 
@@ -160,10 +176,7 @@ def marginal_calibration(pred, y, grid=None, n_grid: int = 200) -> MarginalCalib
     """
     pred, y = check_pred_y(pred, y)
     if grid is None:
-        n_grid = int(n_grid)
-        if n_grid < 1:
-            raise ValueError(f"n_grid must be >= 1, got {n_grid}")
-        t = np.quantile(y, (np.arange(1, n_grid + 1) - 0.5) / n_grid)
+        t = marginal_grid(y, n_grid)
     else:
         t = np.atleast_1d(as_numpy(grid, "grid"))
         if t.ndim != 1 or t.size == 0 or not np.all(np.isfinite(t)):
