@@ -35,7 +35,15 @@ from dubito.metrics.calibration import (
     pit,
     width,
 )
-from dubito.metrics.scoring import check_levels, check_pred_y, crps, interval_score, mae, nll, rmse
+from dubito.metrics.scoring import (
+    check_levels,
+    check_pred_y,
+    crps,
+    interval_score,
+    mae,
+    nll,
+    rmse,
+)
 
 __all__ = ["regression_summary", "regression_summary_in_blocks", "level_key", "SUMMARY_LEVELS"]
 
