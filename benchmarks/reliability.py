@@ -11,8 +11,10 @@ mean, or the class probabilities) are the reference. Categories of damage, each 
   metadata, tensor data alike; seeded);
 * ``truncation``: the file cut at a random length;
 * ``edited values``: settings re-saved through `dubito.io.save_tensors` (so the SHA-256 matches):
-  a negative or zero y scale, a string y mean, a negative row count, feature names of the wrong
-  length, a network of hidden = [6000, 6000] (x 5 members), 10**9 classes, device "meta";
+  a negative or zero y scale, a string y mean, a fitted scalar (lambda_prior, variance_scale,
+  noise_var, noise_sd, noise_std, prior_precision) of NaN, a negative row count, feature names
+  of the wrong length, a network of hidden = [6000, 6000] (x 5 members), 10**9 classes, device
+  "meta";
   each where the class has that setting.
 
 Beyond model files (``--no-extras`` skips them):
@@ -154,6 +156,9 @@ def _edits(settings: dict) -> list[tuple[str, dict]]:
     for key, value in (("y_scale", -1.0), ("y_scale", 0.0), ("y_mean", "1e3")):
         if key in fitted:
             out.append((f"{key}={value!r}", edited("fitted", **{key: value})))
+    for key in ("lambda_prior", "variance_scale", "noise_var", "noise_sd", "noise_std", "prior_precision"):
+        if isinstance(fitted.get(key), (int, float)):
+            out.append((f"{key}=NaN", edited("fitted", **{key: float("nan")})))
     if "n_train" in fitted:
         out.append(("n_train=-5", edited("fitted", n_train=-5)))
     if "feature_names_in" in fitted:

@@ -318,3 +318,31 @@ def test_random_byte_flips_in_a_saved_file_end_in_one_clear_error(estimator, tmp
         bad.write_bytes(bytes(data))
         with pytest.raises(ValueError, match=f"bad{trial}.safetensors"):
             type(est).load(bad)
+
+
+def test_a_non_finite_or_impossible_fitted_scalar_is_refused_on_load(tmp_path):
+    # issue 22, part 2: lambda_prior=NaN loaded and changed every prediction of the ensemble
+    from sklearn.base import clone
+
+    from dubito import io
+
+    X, y = _regression_data()
+    cases = [
+        (0, {"lambda_prior": float("nan")}, "the fitted lambda_prior is nan, not a finite number"),
+        (0, {"variance_scale": 0.0}, r"the fitted variance_scale is 0.0; a fit gives > 0"),
+        (0, {"weight_decay": "0"}, "the fitted weight_decay is '0', not a finite number"),
+        (1, {"noise_var": -1.0}, r"the fitted noise_var is -1.0; a fit gives >= 0"),
+        (2, {"center": float("inf")}, "the fitted center is inf"),
+        (3, {"prior_precision": 0.0}, "the fitted prior_precision is 0.0"),
+        (9, {"noise_sd": float("nan")}, "the fitted noise_sd is nan"),
+    ]
+    for index, change, message in cases:
+        est = clone(REGRESSORS[index]).set_params(**({"epochs": 2} if "epochs" in REGRESSORS[index].get_params()
+                                                     else {})).fit(X, y)
+        path = tmp_path / f"m{index}.safetensors"
+        est.save(path)
+        name = type(est).__name__
+        tensors, settings = io.load_tensors(path, name)
+        io.save_tensors(path, tensors, name, dict(settings, fitted={**settings["fitted"], **change}))
+        with pytest.raises(ValueError, match=message):
+            type(est).load(path)

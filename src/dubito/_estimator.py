@@ -57,6 +57,7 @@ from dubito._validation import (
 
 __all__ = [
     "check_stored_size",
+    "fitted_number",
     "DubitoClassifier",
     "DubitoEstimator",
     "DubitoRegressor",
@@ -119,6 +120,20 @@ def progress_bar(enabled: bool):
     columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TimeRemainingColumn())
     return Progress(*columns, console=Console(stderr=True), disable=not enabled)
+
+
+def fitted_number(fitted: dict, key: str, *, default=None, positive: bool = False,
+                  nonnegative: bool = False) -> float:
+    """A fitted scalar read from a file's settings: a finite number (not a string or a bool), > 0
+    or >= 0 where asked; ``default`` where the key is absent (files of older versions). Anything
+    else raises RuntimeError, one ValueError naming the file from `load` (issue 22: a
+    ``lambda_prior`` of NaN loaded and changed every prediction)."""
+    value = fitted.get(key, default) if default is not None else fitted[key]
+    if isinstance(value, (str, bool)) or not isinstance(value, (int, float)) or not np.isfinite(value):
+        raise RuntimeError(f"the fitted {key} is {value!r}, not a finite number")
+    if (positive and value <= 0) or (nonnegative and value < 0):
+        raise RuntimeError(f"the fitted {key} is {value!r}; a fit gives {'> 0' if positive else '>= 0'}")
+    return float(value)
 
 
 def check_stored_size(tensors: dict, prefix: str, widths, *, copies: int = 1) -> None:

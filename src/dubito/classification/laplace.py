@@ -133,7 +133,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from dubito import io
-from dubito._estimator import DubitoClassifier, progress_bar, seeds_from
+from dubito._estimator import DubitoClassifier, fitted_number, progress_bar, seeds_from
 from dubito._estimator import check_device as _check_device
 from dubito._validation import (
     check_bool,
@@ -963,9 +963,9 @@ class KFACLaplace(DubitoClassifier):
             k = int(fitted["n_classes"])
             est.classes_ = np.arange(k)
             est.n_classes_ = k
-            est.scale_ = float(fitted["scale"])
-            est.damping_ = est.prior_precision_ = float(fitted["damping"])
-            est.delta_ = float(fitted["delta"])
+            est.scale_ = fitted_number(fitted, "scale", positive=True)
+            est.damping_ = est.prior_precision_ = fitted_number(fitted, "damping", nonnegative=True)
+            est.delta_ = fitted_number(fitted, "delta")
             # files written before the marginal likelihood have neither
             est.log_likelihood_ = fitted.get("log_likelihood")
             est.log_marginal_likelihood_ = fitted.get("log_marginal_likelihood")

@@ -54,7 +54,7 @@ import numpy as np
 import torch
 
 from dubito import io
-from dubito._estimator import DubitoRegressor, check_stored_size, seeds_from
+from dubito._estimator import DubitoRegressor, check_stored_size, fitted_number, seeds_from
 from dubito._estimator import check_device as _check_device
 from dubito._validation import (
     check_bool,
@@ -467,7 +467,7 @@ class DeterministicRegressor(_MLPRegressor):
         return {"noise_var": self.noise_var_}
 
     def _restore_scalars(self, fitted):
-        self.noise_var_ = float(fitted["noise_var"])
+        self.noise_var_ = fitted_number(fitted, "noise_var", nonnegative=True)
 
     def fit(self, X, y):
         """Train the network on (X, y) by MSE, then set ``noise_var_``. Returns self.
@@ -543,8 +543,8 @@ class NaiveRegressor(DubitoRegressor):
         est = cls(**settings["params"])
         fitted = settings["fitted"]
         est._restore_common(fitted)
-        est.center_ = float(fitted["center"])
-        est.noise_var_ = float(fitted["noise_var"])
+        est.center_ = fitted_number(fitted, "center")
+        est.noise_var_ = fitted_number(fitted, "noise_var", nonnegative=True)
         return est
 
     def __sklearn_tags__(self):

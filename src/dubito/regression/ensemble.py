@@ -45,7 +45,7 @@ import numpy as np
 import torch
 
 from dubito import io
-from dubito._estimator import DubitoRegressor, check_stored_size, seed_base, seeds_from
+from dubito._estimator import DubitoRegressor, check_stored_size, fitted_number, seed_base, seeds_from
 from dubito._validation import (
     check_bool,
     check_choice,
@@ -669,9 +669,9 @@ class DeepEnsembleRegressor(DubitoRegressor):
         est.gammas_ = tensors["gammas"].double().numpy()
         est._restore_scaling(tensors, fitted, p)
         est.loss_curve_ = tensors["loss_curve"].double().numpy()
-        est.lambda_prior_ = float(fitted["lambda_prior"])
-        est.weight_decay_ = float(fitted["weight_decay"])
-        est.variance_scale_ = float(fitted.get("variance_scale", 1.0))  # files before variance scaling: 1
+        est.lambda_prior_ = fitted_number(fitted, "lambda_prior", nonnegative=True)
+        est.weight_decay_ = fitted_number(fitted, "weight_decay", nonnegative=True)
+        est.variance_scale_ = fitted_number(fitted, "variance_scale", default=1.0, positive=True)  # files before variance scaling: 1
         est._restore_training(fitted, tensors, len(est.loss_curve_), n_units=L)
         if not (est.gammas_.shape == (L,) and est.best_epoch_.shape == (L,)
                 and est.validation_curve_.ndim == 2 and est.validation_curve_.shape[1] == L):

@@ -69,6 +69,7 @@ from scipy.linalg import cho_solve, solve_triangular
 from scipy.optimize import brentq, minimize_scalar
 
 from dubito import io
+from dubito._estimator import fitted_number
 from dubito._validation import check_fitted, check_float, check_int
 from dubito.early_stopping import DEFAULT_PATIENCE, DEFAULT_VALIDATION_FRACTION
 from dubito.predictive.normal import Normal
@@ -475,10 +476,10 @@ class LastLayerLaplaceRegressor(_MLPRegressor):
             raise RuntimeError(f"inconsistent tensor shapes: {self.n_features_} features, mask "
                                f"{self.feature_mask_.shape}, coef {self.coef_.shape}, precision "
                                f"{self.posterior_precision_.shape}")
-        self.prior_precision_ = float(fitted["prior_precision"])
-        self.noise_var_ = float(fitted["noise_var"])
-        self._noise_std = float(fitted["noise_var_standardised"])
-        self.log_marginal_likelihood_ = float(fitted["log_marginal_likelihood"])
+        self.prior_precision_ = fitted_number(fitted, "prior_precision", positive=True)
+        self.noise_var_ = fitted_number(fitted, "noise_var", positive=True)
+        self._noise_std = fitted_number(fitted, "noise_var_standardised", positive=True)
+        self.log_marginal_likelihood_ = fitted_number(fitted, "log_marginal_likelihood")
         self._chol = _cholesky(self.posterior_precision_)
 
     def _network_tensors(self) -> dict[str, torch.Tensor]:

@@ -74,7 +74,7 @@ import torch
 from torch.nn import functional as F
 
 from dubito import io
-from dubito._estimator import DubitoRegressor, seed_base, seeds_from
+from dubito._estimator import DubitoRegressor, fitted_number, seed_base, seeds_from
 from dubito._validation import (
     check_bool,
     check_choice,
@@ -406,7 +406,7 @@ class MeanFieldVIRegressor(DubitoRegressor):
             raise RuntimeError("inconsistent tensor shapes: the variational parameters do not fit the settings")
         est._restore_scaling(tensors, fitted, p)
         est.q_, est.n_layers_ = q, n_layers
-        est.noise_sd_ = float(fitted["noise_sd"])
+        est.noise_sd_ = fitted_number(fitted, "noise_sd", positive=True)
         est.loss_curve_ = tensors["loss_curve"].double().numpy()
         if est.loss_curve_.ndim != 1:
             raise RuntimeError(f"inconsistent tensor shapes: the loss curve is {tuple(est.loss_curve_.shape)}")
