@@ -102,7 +102,7 @@ import torch
 from torch import nn
 
 from dubito import io
-from dubito._estimator import DubitoRegressor, seeds_from
+from dubito._estimator import DubitoRegressor, fitted_number, seeds_from
 from dubito._validation import (
     check_bool,
     check_choice,
@@ -731,7 +731,8 @@ class HyperVIRegressor(DubitoRegressor):
             raise RuntimeError(f"inconsistent tensor shapes: the box has {est.ood_box_.n_features} features, not {p}")
         est.n_epochs_ = int(fitted["n_epochs"])
         est.predict_seed_ = int(fitted["predict_seed"])
-        est.noise_std_ = float(fitted["noise_std"] if "noise_std" in fitted else s["noise_std"])
+        est.noise_std_ = (fitted_number(fitted, "noise_std", positive=True) if "noise_std" in fitted
+                          else float(s["noise_std"]))
         stopped_by = fitted.get("stopped_by")
         if stopped_by is None:  # an older file: the schedule or the cap ended it, as its lr curve says
             last_lr = float(est.lr_curve_[-1]) if est.lr_curve_.size else math.inf
