@@ -155,9 +155,8 @@ def clone_fit(estimator, X, y):
 
 
 # ------------------------------------------------------------------------------ classifiers
-_STRING_LABELS = ("by design: labels are the integers 0..K-1 (K = n_classes or max(y) + 1, check_labels), label d "
-                  "being output d of the network; the check fits string labels (encode them first, e.g. "
-                  "sklearn.preprocessing.LabelEncoder)")
+_STRING_LABELS = ("by design: labels are integers, mapped to classes_ as scikit-learn does (fit_classes); the check "
+                  "also fits string labels (encode them first, e.g. sklearn.preprocessing.LabelEncoder)")
 
 EXPECTED_FAILED.update({name: {"check_classifiers_classes": _STRING_LABELS}
                         for name in ("MCDropoutClassifier", "DeepEnsembleClassifier")})

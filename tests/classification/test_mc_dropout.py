@@ -266,17 +266,12 @@ def test_bad_input_raises(digits):
     small = dict(epochs=1, hidden=(8,), features=8)
     with pytest.raises(ValueError, match=r"labels outside 0..2"):
         MCDropoutClassifier(n_classes=3, **small).fit(Xtr, ytr)
-    with pytest.raises(ValueError, match="negative label"):
-        MCDropoutClassifier(**small).fit(Xtr[:4], [0, 1, -1, 2])
+    with pytest.raises(ValueError, match="negative label"):  # labels as indices (n_classes given)
+        MCDropoutClassifier(n_classes=3, **small).fit(Xtr[:4], [0, 1, -1, 2])
     with pytest.raises(ValueError, match="integer class labels"):
         MCDropoutClassifier(**small).fit(Xtr[:4], [0, 1, 0.5, 2])
     with pytest.raises(ValueError, match="single class"):
         MCDropoutClassifier(**small).fit(Xtr[:4], [0, 0, 0, 0])
-    # issue 22: labels {0, 5, 10} made 11 classes; a label of 1e9 tried 32 GB
-    for labels, k in (([0, 5, 10, 5], 11), ([0, 1, 10**9, 1], 10**9 + 1)):
-        with pytest.raises(ValueError, match=f"so K = {k} classes, but it holds 3 distinct labels.*LabelEncoder"):
-            MCDropoutClassifier(**small).fit(Xtr[:4], labels)
-    MCDropoutClassifier(n_classes=11, validation_fraction=0, **small).fit(Xtr[:4], [0, 5, 10, 5])  # declared: fits
     with pytest.raises(ValueError, match="C\\*H\\*W = 49"):
         MCDropoutClassifier(network="cnn", image_shape=(1, 7, 7), **small).fit(Xtr, ytr)
     with pytest.raises(ValueError, match="needs image_shape"):
@@ -324,7 +319,7 @@ def test_fine_tune_adapts_to_new_data_and_checks_its_input(digits):
     copy.deepcopy(est)  # a fitted model deep-copies (AutoLabeler fine-tunes copies)
     est.fine_tune(Xtr, ytr, epochs=20, random_state=1, validation_data=(Xte, yte))
     assert est.predict_distribution(Xte[yte == 5]).probs[:, 5].mean() > before + 0.3
-    with pytest.raises(ValueError, match="outside 0..9"):
+    with pytest.raises(ValueError, match="labels the model was not fitted on \\(e.g. 10\\)"):
         est.fine_tune(Xtr, ytr + 1, epochs=1)
     with pytest.raises(ValueError, match="epochs must be >= 1"):
         est.fine_tune(Xtr, ytr, epochs=0)
@@ -334,3 +329,29 @@ def test_fine_tune_adapts_to_new_data_and_checks_its_input(digits):
 
     with pytest.raises(NotFittedError):
         MCDropoutClassifier().fine_tune(Xtr, ytr, epochs=1)
+
+
+def test_labels_are_mapped_as_scikit_learn_does(digits, tmp_path):
+    """issue 22, part 8: labels {0, 5, 10} made 11 classes and a label of 1e9 tried 32 GB; now
+    classes_ are the labels seen (sklearn.preprocessing.LabelEncoder's classes_), predict returns
+    them, the predictive's column k is classes_[k], and save / load / fine_tune keep them."""
+    from sklearn.preprocessing import LabelEncoder
+
+    Xtr, _, ytr, _ = digits
+    rows = np.isin(ytr, [0, 1, 2])
+    X, y = Xtr[rows], ytr[rows]
+    labels = np.array([-7, 5, 10**9])[y]  # any integers, one negative, one huge
+    kw = dict(dropout="bernoulli", epochs=3, hidden=(8,), features=8, n_samples=4, random_state=0, progress=False)
+    est = MCDropoutClassifier(**kw).fit(X, labels)
+    np.testing.assert_array_equal(est.classes_, LabelEncoder().fit(labels).classes_)
+    ref = MCDropoutClassifier(**kw).fit(X, y)  # the same fit on the codes 0, 1, 2
+    np.testing.assert_array_equal(est.predict_proba(X), ref.predict_proba(X))
+    np.testing.assert_array_equal(est.predict(X), est.classes_[ref.predict(X)])
+    assert est.score(X, labels) == ref.score(X, y)
+    est.save(tmp_path / "m.safetensors")
+    back = MCDropoutClassifier.load(tmp_path / "m.safetensors")
+    np.testing.assert_array_equal(back.classes_, est.classes_)
+    np.testing.assert_array_equal(back.predict(X), est.predict(X))
+    back.fine_tune(X[:20], labels[:20], epochs=1, random_state=0)
+    with pytest.raises(ValueError, match=r"labels the model was not fitted on \(e.g. 4\)"):
+        back.fine_tune(X[:3], np.array([5, 4, 5]), epochs=1)

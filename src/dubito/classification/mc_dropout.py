@@ -71,7 +71,9 @@ for ``epochs`` epochs. The epochs run in the shared loop `dubito.training_loop.r
 streams do not depend on it.
 
 Inputs: X (n, p) floats; images flattened channel-first with ``image_shape = (C, H, W)`` (the
-network then receives (n, C, H, W)); y integers 0..K-1 (K = ``n_classes`` or max(y) + 1).
+network then receives (n, C, H, W)); y integer labels: ``classes_`` are the distinct labels seen,
+sorted, as in scikit-learn (K of them), or with ``n_classes`` the indices 0..n_classes-1 (classes
+absent from y allowed). The predictive's column k is class ``classes_[k]``.
 Built-in networks standardise X (one mean and sd over all pixels for images, per column
 otherwise); a user network receives X as given (``standardize="auto"``).
 
@@ -137,7 +139,7 @@ from dubito.nn.pilotnet import check_image_shape
 from dubito.predictive.classes import ClassPredictive
 from dubito.training_loop import module_snapshots, run_epochs
 
-__all__ = ["MCDropoutClassifier", "check_labels", "mc_logits", "wrap"]
+__all__ = ["MCDropoutClassifier", "check_labels", "encode_labels", "fit_classes", "mc_logits", "wrap"]
 
 _FITTED_TENSORS = ("x_mean_", "x_scale_", "loss_curve_", "validation_curve_", "rate_history_")
 
@@ -158,9 +160,8 @@ def check_labels(y: np.ndarray, n_classes: int | None) -> tuple[np.ndarray, int]
     classes that were never seen, and a network trained on one class predicts it everywhere with
     full confidence, which is no honest answer (scikit-learn's convention for one class present is
     this ValueError, as ``LogisticRegression``). With ``n_classes`` given one class may be present
-    (e.g. a few newly labelled rows for ``fine_tune``). Also refused with K inferred: more than
-    half of 0..K-1 never seen (labels {0, 5, 10} would make 11 classes; scikit-learn maps the
-    labels it sees, dubito's are indices: encode them, or pass ``n_classes``).
+    (e.g. a few newly labelled rows for ``fine_tune``). `MCDropoutClassifier.fit` without
+    ``n_classes`` maps labels as scikit-learn does instead (`fit_classes`).
     """
     try:
         y = np.asarray(y, dtype=np.float64)
@@ -182,13 +183,48 @@ def check_labels(y: np.ndarray, n_classes: int | None) -> tuple[np.ndarray, int]
     if n_classes is None and y.min() == y.max():
         raise ValueError(f"y holds a single class ({int(y[0])}): a classifier needs examples of at least 2 classes; "
                          f"set n_classes=K to train a K-class model on the class present")
-    if n_classes is None:  # issue 22: labels {0, 5, 10} made 11 classes, one label of 1e9 tried 32 GB
-        seen = np.unique(y).size
-        if k > 2 * seen:
-            raise ValueError(f"y's largest label is {int(y.max())}, so K = {k} classes, but it holds {seen} distinct "
-                             f"labels: dubito's labels are class indices 0..K-1. Encode them (e.g. "
-                             "sklearn.preprocessing.LabelEncoder), or set n_classes=K if the other classes are real")
     return y.astype(np.int64), k
+
+
+def _integer_labels(y) -> np.ndarray:
+    """y as int64 class labels (any integers); the refusals of `check_labels` for what is not one."""
+    try:
+        y = np.asarray(y, dtype=np.float64)
+    except (TypeError, ValueError):
+        first = np.asarray(y, dtype=object).reshape(-1)[:1]
+        raise ValueError("y must hold integer class labels; got non-numeric labels "
+                         f"(e.g. {first[0] if first.size else None!r}): encode them first, e.g. with "
+                         "sklearn.preprocessing.LabelEncoder") from None
+    if not np.all(y == np.round(y)):
+        raise ValueError("Unknown label type: continuous. y must hold integer class labels; got non-integer "
+                         f"values (e.g. {y[y != np.round(y)][0]!r}); for a continuous target use a regressor")
+    if np.any(np.abs(y) > 2.0**62):
+        raise ValueError("y holds labels beyond +-2**62, which int64 labels cannot hold")
+    return y.astype(np.int64)
+
+
+def fit_classes(y) -> tuple[np.ndarray, np.ndarray]:
+    """(classes, codes) as scikit-learn: the distinct integer labels of y, sorted, and each row's
+    index among them (labels {0, 5, 10} give 3 classes, not 11). At least two classes (a network
+    trained on one predicts it everywhere with full confidence: `check_labels`' reasoning)."""
+    classes, codes = np.unique(_integer_labels(y), return_inverse=True)
+    if classes.size < 2:
+        raise ValueError(f"y holds a single class ({int(classes[0]) if classes.size else None}): a classifier needs "
+                         "examples of at least 2 classes; set n_classes=K (labels 0..K-1) to train a K-class model "
+                         "on the class present")
+    return classes, codes.astype(np.int64).reshape(-1)
+
+
+def encode_labels(y, classes: np.ndarray) -> np.ndarray:
+    """Each label of y as its index in the fitted ``classes``; one ValueError naming a label the
+    model was not fitted on."""
+    y = _integer_labels(y)
+    codes = np.clip(np.searchsorted(classes, y), 0, classes.size - 1)
+    unknown = classes[codes] != y
+    if np.any(unknown):
+        raise ValueError(f"y holds labels the model was not fitted on (e.g. {int(y[unknown][0])}); its classes are "
+                         f"{classes.tolist()[:20]}{' ...' if classes.size > 20 else ''}")
+    return codes.astype(np.int64)
 
 
 @torch.no_grad()
@@ -280,7 +316,8 @@ class MCDropoutClassifier(DubitoClassifier):
     insert_dropout : bool, default False
         Put ``dropout`` before the head (last nn.Linear) of a user network that has no dropout.
     n_classes : int, optional
-        K; default max(y) + 1.
+        K, with labels the indices 0..K-1 (classes absent from y allowed); default None: the
+        distinct labels of y, as scikit-learn's ``classes_``.
     standardize : "auto", True or False
         "auto": built-in networks standardise X, user networks see X as given.
     optimizer, lr, epochs, batch_size : "adam", 1e-3, 50, 128. ``epochs=0`` trains nothing
@@ -305,7 +342,7 @@ class MCDropoutClassifier(DubitoClassifier):
     device : "cpu" or a CUDA device.
     random_state, progress : seed (None, int); rich progress bar while training.
 
-    Fitted attributes: ``net_``, ``classes_`` (0..K-1), ``n_features_in_``, ``n_train_`` (rows
+    Fitted attributes: ``net_``, ``classes_`` (y's labels, or 0..n_classes-1), ``n_features_in_``, ``n_train_`` (rows
     trained on), ``loss_curve_`` (training loss per epoch run), ``validation_curve_`` (held-out
     NLL per epoch run; empty without held-out rows), ``best_epoch_`` (the epoch, from 1, whose
     weights are kept), ``stopped_by_`` ("patience": the rule; "cap": ``epochs``, or no held-out
@@ -500,14 +537,19 @@ class MCDropoutClassifier(DubitoClassifier):
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y, *, validation_data=None):
-        """Train on X (n, p) and labels y in 0..K-1, early-stopping on held-out rows (module docstring).
+        """Train on X (n, p) and integer labels y, early-stopping on held-out rows (module docstring).
 
         ``validation_data=(X_val, y_val)`` replaces the held-out draw of ``validation_fraction`` of
         the rows (use it when rows are augmented copies of the same object, so that the split can be
         made by object: spec pitfall 11). No rows are held out with ``epochs=0`` (nothing to stop)."""
         s = self._settings()
         X, y = self._validate_fit(X, y, min_samples=2, require_nonconstant_y=False)
-        y, k = check_labels(y, s["n_classes"])
+        if s["n_classes"] is None:  # scikit-learn's classes_: the labels seen (issue 22: {0, 5, 10} made 11)
+            classes, y = fit_classes(y)
+        else:  # labels are indices 0..n_classes-1; classes not in y may exist
+            y, k = check_labels(y, s["n_classes"])
+            classes = np.arange(k)
+        k = classes.size
         self._check_image_features(s, X.shape[1])
         init_seed, train_seed, split_seed, self.predict_seed_ = seeds_from(self.random_state, 4)
         if validation_data is not None:
@@ -516,14 +558,14 @@ class MCDropoutClassifier(DubitoClassifier):
             yv = np.asarray(yv)
             if yv.shape != (Xv.shape[0],):
                 raise ValueError(f"validation_data: y_val must have shape ({Xv.shape[0]},), got {yv.shape}")
-            yv, _ = check_labels(yv, k)
+            yv = encode_labels(yv, classes)
         elif self.early_stopping and s["epochs"] > 0 and s["validation_fraction"] > 0:
             train_rows, val_rows = holdout_split(X.shape[0], s["validation_fraction"], split_seed,
                                                  batch_size=s["batch_size"], classes=y)
             X, y, Xv, yv = X[train_rows], y[train_rows], X[val_rows], y[val_rows]
         else:
             Xv = yv = None
-        self.classes_ = np.arange(k)
+        self.classes_ = classes
         self.n_classes_ = k
         self.image_shape_ = s["image_shape"] if (s["user"] or s["network"] == "cnn") else None
         if s["standardize"]:
@@ -557,7 +599,7 @@ class MCDropoutClassifier(DubitoClassifier):
         labelled rows (`AutoLabeler`'s rounds) that are better trained on, and a fixed, held-out
         set (e.g. the source validation rows) is the meaningful yardstick. ``validation_curve_``,
         ``best_epoch_`` and ``stopped_by_`` then describe the fine-tuning run. Labels must lie in
-        the fitted classes 0..K-1.
+        the fitted ``classes_``.
         ``random_state``: an int seeds the batch order and dropout noise; None draws a fresh seed.
         """
         check_fitted(self, ["net_"])
@@ -567,14 +609,14 @@ class MCDropoutClassifier(DubitoClassifier):
         y = np.asarray(to_numpy_if_tensor(y))
         if y.shape != (X.shape[0],):
             raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
-        y, _ = check_labels(y, self.n_classes_)
+        y = encode_labels(y, self.classes_)
         Xv = yv = None
         if validation_data is not None:
             Xv = self._validate_predict(validation_data[0], fitted_attributes=["n_features_in_"])
             yv = np.asarray(to_numpy_if_tensor(validation_data[1]))
             if yv.shape != (Xv.shape[0],):
                 raise ValueError(f"validation_data: y_val must have shape ({Xv.shape[0]},), got {yv.shape}")
-            yv, _ = check_labels(yv, self.n_classes_)
+            yv = encode_labels(yv, self.classes_)
         seed = seeds_from(None, 1)[0] if random_state is None else check_int(random_state, "random_state", min_value=0)
         with self._rng(seed, s["device"]):
             self._train(self.net_, X, y, Xv, yv, s)
@@ -780,6 +822,7 @@ class MCDropoutClassifier(DubitoClassifier):
             **self._common_fitted(),
             **self._training_fitted(),
             n_classes=int(self.n_classes_),
+            classes=[int(c) for c in self.classes_],
             image_shape=None if self.image_shape_ is None else [int(d) for d in self.image_shape_],
             predict_seed=int(self.predict_seed_),
             dropout_rates=[float(r) for r in self.dropout_rates_],
@@ -813,7 +856,12 @@ class MCDropoutClassifier(DubitoClassifier):
             if user_name is None:  # a built-in network (`build_network`): its head, and an MLP's feature layer
                 head = (*s["hidden"], k) if s["hidden"] else (1, k)
                 check_stored_size(tensors, "net.", (p, s["features"], *head) if s["network"] == "mlp" else head)
-            est.classes_ = np.arange(k)
+            elif k > sum(int(t.numel()) for name, t in tensors.items() if name.startswith("net.")):
+                raise RuntimeError(f"the settings claim {k} classes, more than the numbers the file's network holds")
+            classes = fitted.get("classes")  # files before scikit-learn's labels: 0..K-1
+            est.classes_ = np.arange(k) if classes is None else np.asarray(classes, dtype=np.int64)
+            if est.classes_.shape != (k,) or (k > 1 and np.any(np.diff(est.classes_) <= 0)):
+                raise RuntimeError(f"the saved classes are not {k} distinct sorted labels")
             est.n_classes_ = k
             est.image_shape_ = None if fitted["image_shape"] is None else tuple(int(d) for d in fitted["image_shape"])
             if "validation_curve" not in tensors and "val_nll_curve" in tensors:  # a file from before issue 19
