@@ -691,7 +691,7 @@ class MCDropoutClassifier(DubitoClassifier):
             def train_epoch(epoch: int) -> float:
                 net.train()
                 perm = torch.randperm(n).to(dev)
-                total = 0.0
+                total = torch.zeros((), dtype=torch.float64, device=dev)  # summed on the device: no host copy per step
                 for start in range(0, n, batch):
                     idx = perm[start : start + batch]
                     loss = F.cross_entropy(net(xt[idx]), yt[idx]) + regularization(net, n).to(dev)
@@ -700,9 +700,9 @@ class MCDropoutClassifier(DubitoClassifier):
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
                     opt.step()
-                    total += float(loss.detach()) * idx.shape[0]
+                    total += loss.detach().double() * idx.shape[0]
                 history.append([float(m.p_drop.detach().float().mean()) for m in sites])
-                return total / n
+                return float(total) / n
 
             validate = keep_best = restore_best = None
             if Xv is not None:
