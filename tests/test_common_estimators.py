@@ -296,6 +296,7 @@ def test_random_byte_flips_in_a_saved_file_end_in_one_clear_error(estimator, tmp
     # issue 22, part 1: one flipped byte changed predictions silently (23 of 55 cases); 20 bytes
     # turned predictions into 3.6e148. Every damaged copy must now fail to load with a ValueError
     # that names the file (benchmarks/reliability.py counts the same over more trials).
+    import resource
     import warnings
 
     from sklearn.base import clone
@@ -309,6 +310,7 @@ def test_random_byte_flips_in_a_saved_file_end_in_one_clear_error(estimator, tmp
     est.save(good)
     raw = good.read_bytes()
     rng = np.random.default_rng(0)
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     for trial in range(8):
         data = bytearray(raw)
         for pos in rng.integers(0, len(data), size=int(rng.integers(1, 21))):
@@ -317,6 +319,8 @@ def test_random_byte_flips_in_a_saved_file_end_in_one_clear_error(estimator, tmp
         bad.write_bytes(bytes(data))
         with pytest.raises(ValueError, match=f"bad{trial}.safetensors"):
             type(est).load(bad)
+    # no damaged file made load allocate much: the process's peak rose by under 200 MB
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before < 200 * 1024
 
 
 def test_a_non_finite_or_impossible_fitted_scalar_is_refused_on_load(tmp_path):
