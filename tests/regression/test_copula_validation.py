@@ -154,9 +154,12 @@ def test_dataframe_column_names_survive_the_network_fit_and_a_reorder_is_refused
 
 
 def test_a_response_whose_squares_overflow_is_refused_by_name():
-    # y x 1e200 gave a NaN predictive silently; 1e100 is the documented ceiling
+    # y x 1e200 gave a NaN predictive silently; 1e100 is the KDE marginal's documented ceiling,
+    # 1e150 every regressor's (dubito._validation.MAX_ABS_Y), which speaks first above it
     rng = np.random.default_rng(1)
     X = rng.normal(size=(60, 2))
-    y = (X[:, 0] + rng.normal(size=60)) * 1e200
+    y = X[:, 0] + rng.normal(size=60)
     with pytest.raises(ValueError, match=r"\|y\| reaches .*rescale y below 1e\+100"):
-        ImplicitCopulaRegressor(epochs=2, progress=False).fit(X, y)
+        ImplicitCopulaRegressor(epochs=2, progress=False).fit(X, y * 1e120)
+    with pytest.raises(ValueError, match=r"y reaches .* in absolute value.*rescale y"):
+        ImplicitCopulaRegressor(epochs=2, progress=False).fit(X, y * 1e200)
