@@ -154,25 +154,27 @@ split. Targets (issue 20): coverage at 95 % within 0.90-0.98 after recalibration
 lower calibration error than before.
 
 What the cells say (means over the stored splits; the tables below are computed from the cells):
-- Calibration error falls after both recalibrations for both methods on every set measured, most
-  where the fit was worst: naval MC dropout 0.118 -> 0.010 / 0.011 (isotonic / conformal), naval
+- Calibration error falls after both recalibrations for both methods on every set, most where
+  the fit was worst: naval MC dropout 0.121 -> 0.011 / 0.011 (isotonic / conformal), naval
   ensemble 0.092 -> 0.012 / 0.012, kin8nm MC dropout 0.040 -> 0.013 / 0.013, power MC dropout 0.030 ->
-  0.013 / 0.013, protein ensemble 0.028 -> 0.006 / 0.006, yacht MC dropout 0.096 -> 0.068 / 0.068; the
-  smallest change is concrete's ensemble, 0.041 -> 0.039 / 0.039.
+  0.013 / 0.013, protein MC dropout 0.037 -> 0.005 / 0.006, protein ensemble 0.028 -> 0.006 / 0.006,
+  yacht MC dropout 0.096 -> 0.068 / 0.068; the smallest change is concrete's ensemble, 0.041 -> 0.039 /
+  0.039.
 - Coverage at 95 % after isotonic: 0.929-0.950 on every set and method (target met); after
   conformal 0.952-0.981: its intervals are conservative by design where n is small (the map sits
   one rank outside the conformal predictive system on each side, and the ranks come in steps of
   2/(n + 1)); on boston (91 calibration points) the ensemble's covers 0.981, 0.001 above the
   target's upper bound; elsewhere within it. Before recalibration the ensemble over-covers naval
-  (0.982) and MC dropout misses on naval (0.996), kin8nm and power (0.975), concrete (0.971) and
-  energy (0.920).
-- Log score: isotonic improves the NLL where the fit was miscalibrated (naval MC dropout -4.803 ->
-  -5.171, naval ensemble -7.113 -> -7.298, energy 1.344 -> 1.261, protein 2.494 -> 2.430, power 2.733
-  -> 2.711, kin8nm MC dropout -1.081 -> -1.102) and costs a little where it was nearly calibrated
-  and the calibration set is small (boston +0.10 with 91 points, concrete +0.10 with 185, yacht
-  ensemble +0.14 with 55): a map estimated from 50-300 points adds its own noise. Conformal costs
-  more (+0.08 to +0.42; it improves naval, -0.11 and -0.28, and protein, -0.03): to keep the
-  finite-sample guarantee its map has a knot at every calibration order statistic (up to 400), and
+  (0.982) and MC dropout misses on naval (0.997), kin8nm and power (0.975), concrete (0.971), protein
+  (0.943) and energy (0.920).
+- Log score: isotonic improves the NLL where the fit was miscalibrated (naval MC dropout -4.797 ->
+  -5.175, naval ensemble -7.113 -> -7.298, energy 1.344 -> 1.261, protein ensemble 2.494 -> 2.430,
+  protein MC dropout 2.828 -> 2.774, power 2.733 -> 2.711, kin8nm MC dropout -1.081 -> -1.102) and
+  costs a little where it was nearly calibrated and the calibration set is small (boston +0.10
+  with 91 points, concrete +0.10 with 185, yacht ensemble +0.14 with 55): a map estimated from
+  50-300 points adds its own noise. Conformal costs more (+0.08 to +0.42; it improves naval, -0.11
+  and -0.30, and protein, -0.03 and -0.02): to keep the finite-sample guarantee its map has a knot
+  at every calibration order statistic (up to 400), and
   the exponential spacings of those make a spiky density. Thinning it from the tails inwards with
   the guarantee kept (each kept knot takes the next one's rank) was measured on synthetic data: it
   gains 0.1-0.2 nats at n <= 400 but shifts mass outwards (coverage at 50 % 0.50 -> 0.53-0.55, up to
@@ -189,17 +191,20 @@ after isotonic, against 2.658 and 3.171 here.
 
 Cost per cell (fit, prediction and three scorings; one thread on a shared 2-core machine under load
 2-4, so upper bounds): ensemble 1-7 s on the small sets, 11 s kin8nm, 62 s naval, 65 s power, 154 s
-protein; MC dropout 8-60 s on the small sets, 210 s kin8nm, 220 s power, 350 s naval. MC dropout's
+protein; MC dropout 8-60 s on the small sets, 210 s kin8nm, 220 s power, 340 s naval, 680 s protein
+(medians). MC dropout's
 cost is the scoring of its 1,000-component mixture: the conformal map's 400 knot thresholds
 F^-1(u_k) for every test row (about 3 mixture CDF evaluations per threshold) dominate; before commit
-d76cfb8 the CRPS of the recalibrated predictive cost as much again. Not run, for time: MC dropout on protein (4,573 test
-rows: estimated 30 min per cell) and on naval splits 5-19 (5 of 20 stored, n in the tables); the store
-resumes, so the same command finishes them.
+d76cfb8 the CRPS of the recalibrated predictive cost as much again, and before 9d3e072 (mixture
+quantiles at many levels start from a table of F: 1.8x fewer CDF evaluations) a protein cell was
+estimated at 30 min. Every cell of the preset is stored: 20 splits per set, 5 for protein.
 
 Provenance: the small sets and the ensemble everywhere at commit 4a1f926; MC dropout on kin8nm
-(splits 0-2 at 12ea83a, 3-19 at d76cfb8), naval (splits 0-4) and power at d76cfb8. The commits
-between change the CRPS arithmetic only (the same values to 1e-11) and files outside this experiment.
-One thread per run, two to three runs at once on this 2-core machine.
+(splits 0-2 at 12ea83a, 3-19 at d76cfb8), naval (splits 0-4 at d76cfb8, 5-19 at 7e1feb5), power at
+d76cfb8 and protein at 0f24a15. The commits between change the CRPS arithmetic (the same values to
+1e-11), the mixture quantile's starting point (9d3e072: the same roots to 1e-10 of the local scale)
+and files outside this experiment. One thread per run, two to three runs at once on this 2-core
+machine.
 """
 
 EXPERIMENT = Experiment(
