@@ -192,8 +192,9 @@ per small-set cell).
 
 Cost per cell (fit + predict seconds, mean over the stored splits, one thread on a shared 2-core
 machine under load 2-4, so upper bounds): ensemble 1-4 s on the small sets, 8 s kin8nm, 33 s power,
-55 s naval, 90 s protein; MC dropout 2-9 s small, 41 s kin8nm; MDN 1-5 s small, 19 s kin8nm;
-deterministic 0.3-1.3 s small, 8 s kin8nm; IC-NLM 13-14 s small; mean-field VI 16 s small;
+55 s naval, 90 s protein; MC dropout 2-9 s small, 41 s kin8nm, 24 s power, 30 s naval, 100 s
+protein; MDN 1-5 s small, 19 s kin8nm, 33 s power, 42 s naval, 196 s protein; deterministic 0.3-1.3 s
+small, 8 s kin8nm, 12 s power, 15 s naval, 52 s protein; IC-NLM 13-14 s small; mean-field VI 16 s small;
 FuNN-HyVI 30-65 s small. Estimate for the rest of `defaults` (the slow methods on kin8nm, naval,
 power and protein): about 6 CPU h. `paper` adds B-DeepNoise (about 30 CPU min per small set over 5
 splits, hours per large set) and ten tuned rows at about 20 fits each: over 60 CPU h; the tuned
@@ -209,9 +210,9 @@ source change; these estimators' numbers are bit-identical at later commits, whi
 the one estimator base); every ensemble cell at 050e544 (the held-out variance scale); IC-NLM,
 mean-field VI and FuNN-HyVI at b4d85b4 / 050e544 (the same code for them), after their validated
 fitting landed; NGBoost (ngboost 0.6.0 installed with --no-deps beside scikit-learn 1.9.1) and the
-`paper` preset's ensemble-tuned cells at 4a477e6. Still to run for `defaults`: MC dropout, MDN and
-the deterministic net on naval, power and protein; IC-NLM, mean-field VI and FuNN-HyVI on the four
-large sets; NGBoost on kin8nm (14 of 20 splits), naval, power and protein.
+`paper` preset's ensemble-tuned cells at 4a477e6; MC dropout, MDN and the deterministic net on
+naval, power and protein at 737ce64 (session 15). Still to run for `defaults`: IC-NLM, mean-field VI
+and FuNN-HyVI on the four large sets; NGBoost on kin8nm (14 of 20 splits), naval, power and protein.
 
 What the cells say (means over all stored splits; the tables below are computed from the cells):
 - The deep ensemble with its defaults meets two targets: kin8nm (-1.346 over 20 splits, target
@@ -236,10 +237,13 @@ What the cells say (means over all stored splits; the tables below are computed 
   wine 0.93); tuning gains on boston and energy and loses a little on concrete and wine, where 20 %
   of a few hundred rows is a noisy tuning score.
 - The other dubito methods with their defaults beat the ensemble only where the MDN does: boston
-  (2.52 vs 2.54) and wine (the artefact below); FuNN-HyVI comes next (boston 2.60, wine 0.97) at 30-120 s per
+  (2.52 vs 2.54), protein (2.096 over 5 splits vs 2.460, inside the 2.63 target: a third set met by
+  a default, though not by the ensemble row) and wine (the artefact below); on naval and power the
+  MDN is close behind (-6.78 vs -6.91, 2.71 vs 2.69), MC dropout and the deterministic net further
+  (naval -4.87 / -6.47, power 2.81 / 2.81, protein 2.81 / 2.82); FuNN-HyVI comes next (boston 2.60, wine 0.97) at 30-120 s per
   small-set split, outside bde's time. Coverage outside 0.90-0.98: mean-field VI on energy (0.989)
   and yacht (0.985; homoscedastic noise on heteroscedastic sets: too wide), the deterministic net on
-  energy (0.895), naval's ensemble (0.988).
+  energy (0.895), naval's ensemble (0.988), MDN (0.991) and MC dropout (0.997).
 - wine: the MDN's NLL of -2.12 is not a win. Wine quality is an integer (3-8); a mixture density
   puts narrow components on the integers and its density there grows without bound, so the NLL of
   a discrete response says nothing about a continuous predictive. It does not count towards the
