@@ -163,16 +163,7 @@ def check_labels(y: np.ndarray, n_classes: int | None) -> tuple[np.ndarray, int]
     (e.g. a few newly labelled rows for ``fine_tune``). `MCDropoutClassifier.fit` without
     ``n_classes`` maps labels as scikit-learn does instead (`fit_classes`).
     """
-    try:
-        y = np.asarray(y, dtype=np.float64)
-    except (TypeError, ValueError):
-        first = np.asarray(y, dtype=object).reshape(-1)[:1]
-        raise ValueError("y must hold integer class labels 0..K-1; got non-numeric labels "
-                         f"(e.g. {first[0] if first.size else None!r}): encode them first, e.g. with "
-                         "sklearn.preprocessing.LabelEncoder") from None
-    if not np.all(y == np.round(y)):
-        raise ValueError("Unknown label type: continuous. y must hold integer class labels 0..K-1; got non-integer "
-                         f"values (e.g. {y[y != np.round(y)][0]!r}); for a continuous target use a regressor")
+    y = _integer_labels(y)  # the refusals of non-numeric and continuous labels
     if y.min() < 0:
         raise ValueError(f"y must hold class labels 0..K-1; got a negative label ({int(y.min())})")
     k = int(y.max()) + 1 if n_classes is None else int(n_classes)
@@ -183,11 +174,11 @@ def check_labels(y: np.ndarray, n_classes: int | None) -> tuple[np.ndarray, int]
     if n_classes is None and y.min() == y.max():
         raise ValueError(f"y holds a single class ({int(y[0])}): a classifier needs examples of at least 2 classes; "
                          f"set n_classes=K to train a K-class model on the class present")
-    return y.astype(np.int64), k
+    return y, k
 
 
 def _integer_labels(y) -> np.ndarray:
-    """y as int64 class labels (any integers); the refusals of `check_labels` for what is not one."""
+    """y as int64 class labels (any integers); one ValueError for non-numeric or continuous labels."""
     try:
         y = np.asarray(y, dtype=np.float64)
     except (TypeError, ValueError):
