@@ -5,7 +5,9 @@ one run so the machine's speed cancels out of the ratios.
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/scoring.py [--quick] [--out FILE]
 
 Mixtures of N = 200 inputs (``--quick``: 50): MC dropout's shape (1,000 components, spread 0.3,
-one sd 1) and a kernel density of 4,000 samples (sd 0.2, the B-DeepNoise predictive's size).
+one sd 1), a kernel density of 4,000 samples (sd 0.2, the B-DeepNoise predictive's size) and
+4,000 components whose sds spread over a factor 2 (0.3-0.6, as B-DeepNoise's states' noise
+levels differ), where the CDF's box expansion needs variance terms.
 Printed: seconds of ``log_prob``, of ``crps`` (method "auto": the quadrature here) and of the
 closed form ("pairs", timed on the first 20 inputs and scaled to N), their ratios, and the
 largest relative difference of the two CRPS forms on those 20 inputs. Medians of ``--repeats``
@@ -42,11 +44,12 @@ def main(argv=None) -> None:
     out("| mixture | M | log_prob | crps (auto) | pairs (scaled) | crps / log_prob | pairs / auto | max rel. diff |")
     out("|---|---|---|---|---|---|---|---|")
     rng = np.random.default_rng(0)
-    for name, m, spread, sd in (("MC dropout", 1000, 0.3, 1.0), ("kernel density", 4000, 1.0, 0.2)):
+    for name, m, spread, sd in (("MC dropout", 1000, 0.3, (1.0, 1.0)), ("kernel density", 4000, 1.0, (0.2, 0.2)),
+                                ("sds 0.3-0.6", 4000, 1.0, (0.3, 0.6))):
         mu = rng.normal(0.0, spread, (n, m))
-        var = np.full((n, m), sd**2)
+        var = rng.uniform(*sd, (n, m)) ** 2
         w = np.full((n, m), 1.0 / m)
-        y = rng.normal(0.0, spread + sd, n)
+        y = rng.normal(0.0, spread + sd[1], n)
         pred = GaussianMixture(w, mu, var)
         t_lp = median_seconds(lambda: pred.log_prob(y), repeats)
         t_auto = median_seconds(lambda: crps_mixture(w, mu, var, y), repeats)

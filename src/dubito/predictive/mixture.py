@@ -13,6 +13,7 @@ import numpy as np
 from scipy.special import logsumexp, ndtr, ndtri
 
 from dubito.predictive.base import StoredMoments, as_numpy
+from dubito.predictive.mixture_cdf import mixture_cdf
 from dubito.predictive.normal import (
     _LOG_SQRT_2PI,
     _first_bad,
@@ -61,14 +62,9 @@ def _mix_log_prob(logw, mu, sd, logsd, y):
 
 
 def _mix_cdf(w, mu, sd, y):
-    """sum_m w_m Phi((y - mu_m) / sd_m) for params (N, M) and y (N, k), clipped to [0, 1]."""
-    n, k = y.shape
-    out = np.empty((n, k))
-    with np.errstate(invalid="ignore"):
-        for b in _row_blocks(n, k * mu.shape[1]):
-            z = (y[b, :, None] - mu[b, None, :]) / sd[b, None, :]
-            out[b] = np.einsum("nkm,nm->nk", ndtr(z), w[b])
-    return np.clip(out, 0.0, 1.0, out=out)
+    """sum_m w_m Phi((y - mu_m) / sd_m) for params (N, M) and y (N, k), clipped to [0, 1]
+    (`dubito.predictive.mixture_cdf`: box-wise Hermite expansions for many points per row)."""
+    return mixture_cdf(w, mu, sd, y)
 
 
 def _mix_quantile(w, mu, sd, mean, std, q, rtol=1e-10, max_iter=400):
