@@ -14,6 +14,15 @@ the inputs and to the weights), layer 0's input gradient excepted. The reference
 seconds, GFLOP/s of each, their ratio, the split of the step's time by profiler category (matrix
 products, random draws, the rest), and the wall time a 70,000-step initialisation would take at
 this rate ([C]'s budget, about 10,000 epochs at N = 4000 with its batch of 500; spec §2.3).
+
+The Gibbs sweep (``--sweep-rows``, default 4000; 0 skips it): one `gibbs_sweep` of the sampler
+(float64 as it runs, every latent row refreshed: the estimator's default) on the same widths,
+from a random state after `init_latents`. Its matrix products per layer (K_in -> K_out, N rows):
+the pre-activation mean and the residual (2 N K_in K_out each), the u-update's three (N, K) x
+(K, K) products, and the weight update's Gram matrices (2 N K_in (K_in + K_out)); the reference
+is a float64 ``torch.mm`` of the same flops. The sweep is dominated by the element-wise draws of
+the v-conditional (erfc and logs of every unit on each activation piece), so its rate is also
+compared with a bare ``torch.special.erfc`` over the latent units times the pieces.
 A benchmark, not a timed test.
 """
 
@@ -45,6 +54,7 @@ def main(argv=None) -> None:
     ap.add_argument("--draws", type=int, default=100, help="noise draws per row (the init's S: 100)")
     ap.add_argument("--features", type=int, default=1, help="input columns (the synthetic sets: 1)")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--sweep-rows", type=int, default=4000, help="rows of the Gibbs sweep (0: skip it)")
     ap.add_argument("--out", default=None, help="also write the lines to this file")
     args = ap.parse_args(argv)
     torch = torch_one_thread()
@@ -88,6 +98,66 @@ def main(argv=None) -> None:
     out(f"ratio (step / mm): {rate / ref:.2f} (issue 21's target: >= 0.40)")
     out("step time by profiler category: " + ", ".join(f"{k} {100 * v / total:.0f} %" for k, v in by.items()))
     out(f"70,000 steps at this rate: {70_000 * step_s / 3600:.1f} h on one thread")
+    if args.sweep_rows > 0:
+        sweep(torch, out, widths, args.sweep_rows, args.repeats)
+
+
+def sweep_flops(widths: tuple[int, ...], n: int) -> int:
+    """Matrix-product flops of one Gibbs sweep (the module docstring)."""
+    flops = 0
+    layers = list(zip(widths[:-1], widths[1:]))
+    for l, (k_in, k_out) in enumerate(layers):
+        flops += 2 * 2 * n * k_in * k_out  # mean of v_l (or of y) and the residual
+        flops += 2 * n * k_in * (k_in + k_out)  # U'U and U'V of the weight update
+        if l < len(layers) - 1:
+            k_next = layers[l + 1][1]
+            flops += 2 * n * k_out * k_next + 2 * 2 * n * k_out * k_out  # the u-update
+    return flops
+
+
+def sweep(torch, out, widths, n, repeats) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    from dubito.regression.deepnoise_gibbs import gibbs_sweep, init_latents, random_init
+    from dubito.regression.deepnoise_model import DeepNoisePriors
+
+    gen = torch.Generator().manual_seed(0)
+    X = torch.randn(n, widths[0], generator=gen, dtype=torch.float64)
+    y = torch.sin(3 * X[:, 0]) + 0.1 * torch.randn(n, generator=gen, dtype=torch.float64)
+    params = random_init(widths, gen)
+    latents = init_latents(params, X, y, "hardtanh", gen)
+    priors = DeepNoisePriors()
+    run = lambda: gibbs_sweep(params, latents, X, y, priors, "hardtanh", gen)  # noqa: E731
+    sweep_s = median_seconds(run, repeats, warmup=True)
+    flops = sweep_flops(widths, n)
+    m = max(1, round(flops / (2 * 50 * 50)))
+    a = torch.randn(m, 50, generator=gen, dtype=torch.float64)
+    b = torch.randn(50, 50, generator=gen, dtype=torch.float64)
+    mm_s = median_seconds(lambda: torch.mm(a, b), repeats, warmup=True)
+    units = n * sum(widths[1:-1])
+    pieces = 3  # hard tanh's linear pieces
+    e = torch.randn(units * pieces, generator=gen, dtype=torch.float64)
+    erfc_s = median_seconds(lambda: torch.special.erfc(e), repeats, warmup=True)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        run()
+    total = sum(ev.self_cpu_time_total for ev in prof.key_averages())
+    by = {"matrix products": 0.0, "special functions (erfc, log, exp, ndtri)": 0.0, "random draws": 0.0}
+    for ev in prof.key_averages():
+        if any(k in ev.key for k in ("mm", "matmul", "linear", "cholesky", "triangular")):
+            by["matrix products"] += ev.self_cpu_time_total
+        elif any(k in ev.key for k in ("erf", "log", "exp", "ndtri", "sqrt")):
+            by["special functions (erfc, log, exp, ndtri)"] += ev.self_cpu_time_total
+        elif any(k in ev.key for k in ("normal", "randn", "rand", "gamma")):
+            by["random draws"] += ev.self_cpu_time_total
+    by["the rest (element-wise arithmetic, indexing)"] = total - sum(by.values())
+    rate, ref = flops / sweep_s / 1e9, 2 * m * 50 * 50 / mm_s / 1e9
+    out(f"Gibbs sweep: {n} rows, widths {widths}, float64: {sweep_s * 1e3:.1f} ms, "
+        f"{flops / 1e9:.3f} GFLOP of matrix products -> {rate:.2f} GFLOP/s")
+    out(f"one float64 torch.mm ({m} x 50) @ (50 x 50), the same flops: {mm_s * 1e3:.1f} ms -> {ref:.1f} GFLOP/s; "
+        f"ratio (sweep / mm): {rate / ref:.2f}")
+    out(f"one torch.special.erfc over the {units} latent units x {pieces} pieces: {erfc_s * 1e3:.1f} ms "
+        f"= {erfc_s / sweep_s:.2f} of the sweep")
+    out("sweep time by profiler category: " + ", ".join(f"{k} {100 * v / total:.0f} %" for k, v in by.items()))
 
 
 if __name__ == "__main__":
