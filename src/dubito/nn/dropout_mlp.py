@@ -116,7 +116,8 @@ class MLP(nn.Module):
         for layer in self.layers[:-1]:
             h = act(layer(h))
             if self.training and self.dropout > 0:
-                kept = torch.rand(h.shape, generator=generator, dtype=h.dtype, device=h.device) >= self.dropout
+                # 0/1 in h's dtype in place: no bool mask to convert forward and back (the same values)
+                kept = torch.rand(h.shape, generator=generator, dtype=h.dtype, device=h.device).ge_(self.dropout)
                 h = h * kept / (1.0 - self.dropout)
         return self.layers[-1](h)
 

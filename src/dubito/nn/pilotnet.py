@@ -217,7 +217,8 @@ class PilotNet(nn.Module):
         for conv in self.convs:
             h = act(conv(h))
             if self.training and self.dropout > 0:
-                kept = torch.rand(h.shape, generator=generator, dtype=h.dtype, device=h.device) >= self.dropout
+                # 0/1 in h's dtype in place: no bool mask to convert forward and back (the same values)
+                kept = torch.rand(h.shape, generator=generator, dtype=h.dtype, device=h.device).ge_(self.dropout)
                 h = h * kept / (1.0 - self.dropout)
         return self.tail(h.flatten(1), generator=generator)
 
