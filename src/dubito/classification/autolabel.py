@@ -43,6 +43,7 @@ import math
 import numpy as np
 from sklearn.base import clone
 
+from dubito._estimator import seeds_from
 from dubito._validation import (
     check_bool,
     check_choice,
@@ -52,7 +53,6 @@ from dubito._validation import (
 )
 from dubito.metrics import classification as _cm
 from dubito.predictive.classes import ClassPredictive
-from dubito.regression.deterministic import seeds_from
 
 __all__ = [
     "MEASURES",

@@ -27,8 +27,9 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import os
-import signal
 import threading
+
+from dubito._parallel import init_worker, terminate_pool
 
 __all__ = ["KINDS", "ExecutorUnavailable", "InProcessExecutor", "make_executor", "parallelism"]
 
@@ -63,30 +64,6 @@ class InProcessExecutor(cf.Executor):
     def shutdown(self, wait=True, *, cancel_futures=False):
         with self._lock:
             self._shutdown = True
-
-
-def _init_worker() -> None:
-    """Process-pool worker set-up: one torch/BLAS thread; SIGINT left to the runner."""
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[var] = "1"
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a dependency
-        return
-    torch.set_num_threads(1)
-
-
-def _terminate_pool(pool: cf.ProcessPoolExecutor) -> None:
-    """Stop a process pool now: cancel queued calls, terminate running workers."""
-    processes = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for proc in processes:
-        with contextlib.suppress(Exception):
-            proc.terminate()
-    for proc in processes:
-        with contextlib.suppress(Exception):
-            proc.join(timeout=5)
 
 
 def _dask_client(scheduler):
@@ -132,12 +109,12 @@ def make_executor(kind: str = "local", workers: int | None = None, scheduler=Non
         pool = cf.ProcessPoolExecutor(
             max_workers=workers or os.cpu_count() or 1,
             mp_context=multiprocessing.get_context("spawn"),
-            initializer=_init_worker,
+            initializer=init_worker,
         )
         try:
             yield pool
         except BaseException:
-            _terminate_pool(pool)
+            terminate_pool(pool)
             raise
         else:
             pool.shutdown(wait=True)

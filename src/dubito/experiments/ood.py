@@ -359,7 +359,7 @@ def _fit_ensemble(d: _Data, s: dict, device: str, progress: bool, random_state: 
     import inspect
 
     from dubito.regression import DeterministicRegressor
-    from dubito.regression.deterministic import seeds_from
+    from dubito._estimator import seeds_from
 
     sgd = "optimizer" in inspect.signature(DeterministicRegressor).parameters and s["optimizer"] == "sgd"
     opt = dict(optimizer="sgd", momentum=float(s["momentum"])) if sgd else {}

@@ -36,8 +36,11 @@ both functionals (``within_thresholds``).
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import math
+import multiprocessing
 import os
+import queue as queue_mod
 import time
 import warnings
 from dataclasses import dataclass
@@ -48,6 +51,7 @@ from sklearn.model_selection import KFold
 
 from dubito import io
 from dubito._estimator import DubitoRegressor, progress_bar, seed_base, seeds_from
+from dubito._parallel import init_worker, terminate_pool
 from dubito._validation import (
     check_bool,
     check_choice,
@@ -229,9 +233,7 @@ _REPORT_QUEUE = None  # set in spawned workers by _init_chain_worker
 
 
 def _init_chain_worker(queue) -> None:
-    from dubito.experiments.executors import _init_worker
-
-    _init_worker()
+    init_worker()
     global _REPORT_QUEUE
     _REPORT_QUEUE = queue
 
@@ -708,13 +710,7 @@ class DeepNoiseRegressor(DubitoRegressor):
 
 def _run_parallel(jobs, workers: int, report) -> list:
     """Chains in ``workers`` spawned processes (one torch/BLAS thread each, SIGINT ignored,
-    as `dubito.experiments.executors`); progress comes back through a queue."""
-    import concurrent.futures as cf
-    import multiprocessing
-    import queue as queue_mod
-
-    from dubito.experiments.executors import _terminate_pool
-
+    as the experiment runner's pool); progress comes back through a queue."""
     ctx = multiprocessing.get_context("spawn")
     q = ctx.Queue()
     pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_chain_worker, initargs=(q,))
@@ -734,7 +730,7 @@ def _run_parallel(jobs, workers: int, report) -> list:
         results = [f.result() for f in futures]
         drain(0.05)
     except BaseException:
-        _terminate_pool(pool)
+        terminate_pool(pool)
         raise
     pool.shutdown(wait=True)
     q.close()
