@@ -9,7 +9,8 @@ from datetime import datetime, timezone
 import numpy as np
 import pytest
 
-from dubito.experiments import Cell, get, icnlm
+from dubito.experiments import Cell, common, get, icnlm
+from dubito.experiments.common import network_seed
 from dubito.experiments.store import StoredCell
 from dubito.regression import copula
 
@@ -29,9 +30,7 @@ def _fast_nuts(monkeypatch):
 
 
 def test_paper_grid_and_settings(uci_dir, monkeypatch):
-    from dubito.experiments import uci
-
-    monkeypatch.setattr(uci, "_availability", {})
+    monkeypatch.setattr(common, "_availability", {})
     cells = E.cells("paper", datasets=list(icnlm.UCI))
     assert len(cells) == 4 * 6 * 2
     assert {c.split for c in cells} == {0, 1} and {c.method for c in cells} == set(icnlm.VARIANTS)
@@ -108,7 +107,6 @@ def test_naive_cell_against_closed_forms(uci_dir):
 def test_deterministic_cell_agrees_with_a_direct_fit(uci_dir):
     """The cell's numbers equal those of the same estimator fitted directly with the cell's seed."""
     from dubito.data import load
-    from dubito.experiments.uci import _network_seed
     from dubito.metrics import calibration_error, coverage, crps, marginal_calibration
     from dubito.regression import DeterministicRegressor
 
@@ -116,7 +114,7 @@ def test_deterministic_cell_agrees_with_a_direct_fit(uci_dir):
     X_tr, y_tr, X_te, y_te = load("yacht").split(0)
     epochs = max(2, int(np.ceil(60 / np.ceil(len(y_tr) / 32))))
     assert res.info["network"]["epochs"] == epochs
-    est = DeterministicRegressor(lr=1e-3, batch_size=32, epochs=epochs, random_state=_network_seed(0, 0),
+    est = DeterministicRegressor(lr=1e-3, batch_size=32, epochs=epochs, random_state=network_seed(0, 0),
                                  validation_fraction=0.0, progress=False).fit(X_tr, y_tr)  # the paper's protocol
     pred = est.predict_distribution(X_te)
     m = res.variants["Deterministic"]

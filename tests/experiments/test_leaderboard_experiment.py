@@ -5,16 +5,17 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from dubito.experiments import common, uci
 from dubito.experiments import leaderboard as lb
-from dubito.experiments import uci
 from dubito.experiments.base import Cell
+from dubito.experiments.common import network_seed
 from dubito.methods import METHODS as REGISTRY
 
 E = lb.EXPERIMENT
 
 
 def test_grids(uci_dir, monkeypatch):
-    monkeypatch.setattr(uci, "_availability", {})
+    monkeypatch.setattr(common, "_availability", {})
     quick = E.cells("quick")
     assert [(c.dataset, c.method, c.split) for c in quick] == [("yacht", "ensemble", 0), ("yacht", "ensemble-tuned", 0)]
     paper = E.cells("paper")
@@ -35,11 +36,11 @@ def test_a_default_and_a_tuned_cell(uci_dir, monkeypatch):
     from dubito.methods import get_method
     from dubito.metrics import regression_summary
 
-    monkeypatch.setattr(uci, "_availability", {})
+    monkeypatch.setattr(common, "_availability", {})
     fast = {"overrides": {"epochs": 30, "n_members": 2}}
     res = lb.run_cell(Cell("leaderboard", "t", "yacht", "ensemble", 0, 0, fast))
     X_tr, y_tr, X_te, y_te = load("yacht").split(0)
-    est = get_method("ensemble").make(random_state=uci._network_seed(0, 0), progress=False, **fast["overrides"])
+    est = get_method("ensemble").make(random_state=network_seed(0, 0), progress=False, **fast["overrides"])
     direct = regression_summary(est.fit(X_tr, y_tr).predict_distribution(X_te), y_te)
     m = res.variants["ensemble"]
     assert m["nll"] == pytest.approx(direct["nll"], rel=1e-12) and m["rmse"] == pytest.approx(direct["rmse"], rel=1e-12)

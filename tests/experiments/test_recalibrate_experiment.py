@@ -6,15 +6,16 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from dubito.experiments import common
 from dubito.experiments import recalibrate as rc
-from dubito.experiments import uci
 from dubito.experiments.base import Cell
+from dubito.experiments.common import network_seed
 
 E = rc.EXPERIMENT
 
 
 def test_grids(uci_dir, monkeypatch):
-    monkeypatch.setattr(uci, "_availability", {})
+    monkeypatch.setattr(common, "_availability", {})
     assert [(c.dataset, c.method, c.split) for c in E.cells("quick")] == [("yacht", "ensemble", 0)]
     assert len(E.cells("paper")) == len(rc.METHODS) * (8 * 20 + 5)
 
@@ -33,12 +34,12 @@ def test_a_cell_equals_the_recalibrators_applied_by_hand(uci_dir, monkeypatch):
     from dubito.metrics import regression_summary
     from dubito.recalibrate import Recalibrator, conformal_interval
 
-    monkeypatch.setattr(uci, "_availability", {})
+    monkeypatch.setattr(common, "_availability", {})
     fast = {"overrides": {"epochs": 30, "n_members": 2}}
     res = rc.run_cell(Cell("recalibrate", "t", "yacht", "ensemble", 0, 0, fast))
     X_tr, y_tr, X_te, y_te = load("yacht").split(0)
     fit, cal = rc.cell_calibration_split(len(y_tr), 0, 0)
-    est = get_method("ensemble").make(random_state=uci._network_seed(0, 0), progress=False, **fast["overrides"])
+    est = get_method("ensemble").make(random_state=network_seed(0, 0), progress=False, **fast["overrides"])
     est.fit(X_tr[fit], y_tr[fit])
     p_cal, p_te = est.predict_distribution(X_tr[cal]), est.predict_distribution(X_te)
     assert res.variants["ensemble"]["nll"] == pytest.approx(regression_summary(p_te, y_te)["nll"], rel=1e-12)

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from dubito.experiments import Cell, get, uci
+from dubito.experiments import Cell, common, get, uci
 
 E = get("uci")
 
@@ -32,11 +32,11 @@ def offline(monkeypatch, tmp_path):
     (tmp_path / "empty").mkdir()
     monkeypatch.setenv("DUBITO_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("DUBITO_DATA_URL", "http://127.0.0.1:9/")  # discard port: refused at once
-    monkeypatch.setattr(uci, "_availability", {})
+    monkeypatch.setattr(common, "_availability", {})
 
 
 def test_quick_grid(uci_dir, monkeypatch):
-    monkeypatch.setattr(uci, "_availability", {})
+    monkeypatch.setattr(common, "_availability", {})
     cells = E.cells("quick")
     assert [(c.dataset, c.split, c.seed) for c in cells] == [
         ("yacht", 0, 0), ("yacht", 1, 0), ("energy", 0, 0), ("energy", 1, 0)]
@@ -44,7 +44,7 @@ def test_quick_grid(uci_dir, monkeypatch):
 
 
 def test_paper_grid(uci_dir, monkeypatch):
-    monkeypatch.setattr(uci, "_availability", {})
+    monkeypatch.setattr(common, "_availability", {})
     cells = E.cells("paper")
     counts = {d: sum(c.dataset == d for c in cells) for d in uci.DATASETS}
     assert counts == {**{d: 20 for d in uci.DATASETS}, "protein": 5}
@@ -74,7 +74,7 @@ def test_unavailable_offline_lists_every_dataset(offline):
 
 
 def test_unavailable_empty_with_local_copies(uci_dir, monkeypatch):
-    monkeypatch.setattr(uci, "_availability", {})
+    monkeypatch.setattr(common, "_availability", {})
     assert E.unavailable(E.preset("paper")) == {}
 
 

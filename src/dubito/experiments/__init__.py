@@ -6,7 +6,14 @@ from __future__ import annotations
 import importlib
 import os
 
-from dubito.experiments.base import Cell, CellResult, Experiment, MetricSpec, PaperNumber, Preset
+from dubito.experiments.base import (
+    Cell,
+    CellResult,
+    Experiment,
+    MetricSpec,
+    PaperNumber,
+    Preset,
+)
 
 #: experiment name -> module defining ``EXPERIMENT``
 _MODULES = {

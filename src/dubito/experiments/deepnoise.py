@@ -72,6 +72,7 @@ from dubito.experiments.base import (
 )
 from dubito.experiments.claims import claim_block, missing_lines, section
 from dubito.experiments.claims import verdict as _verdict
+from dubito.experiments.common import network_seed, uci_unavailable
 
 __all__ = [
     "EXPERIMENT",
@@ -172,13 +173,11 @@ def _group(dataset: str) -> str:
 
 def _unavailable(preset: Preset) -> dict[str, str]:
     """UCI sets of the preset that are neither local (DUBITO_DATA, cache) nor downloadable."""
-    from dubito.experiments import uci
-
     names = {d: parse_dataset(d) for d in preset.datasets}
     bases = tuple(sorted({s.name for s in names.values() if s.kind == "uci"}))
     if not bases:
         return {}
-    missing = uci._unavailable(Preset("probe", "", bases, {}))
+    missing = uci_unavailable(bases)
     return {d: missing[s.name] for d, s in names.items() if s.kind == "uci" and s.name in missing}
 
 
@@ -512,8 +511,6 @@ def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     """Fit the cell's method on one split/repeat and evaluate it (module docstring)."""
     import torch
 
-    from dubito.experiments.uci import _network_seed
-
     if cell.method not in _FITS:
         raise ValueError(f"unknown method {cell.method!r} for deepnoise; available: {', '.join(_FITS)}")
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1") or 1))
@@ -521,7 +518,7 @@ def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     variant = VARIANT[cell.method]
     t0 = time.perf_counter()
     d = _load(cell.dataset, cell.split)
-    seed = _network_seed(cell.seed, cell.split)
+    seed = network_seed(cell.seed, cell.split)
     t1 = time.perf_counter()
     fit = _FITS[cell.method]
     checkpoint = _checkpoint_dir(cell) if cell.method.startswith("deepnoise") and cell.method != "deepnoise-sgd" else None

@@ -52,6 +52,7 @@ from dubito.experiments.base import (
     PaperNumber,
     Preset,
 )
+from dubito.experiments.common import network_seed
 
 __all__ = ["EXPERIMENT", "PROTOCOL", "DATASETS", "variant_names", "run_cell"]
 
@@ -119,10 +120,6 @@ def _unavailable(preset: Preset) -> dict[str, str]:
             except FileNotFoundError as exc:
                 out[name] = f"not run: {exc}"
     return out
-
-
-def _network_seed(seed: int, split: int) -> int:
-    return int(np.random.SeedSequence([int(seed), int(split)]).generate_state(1, np.uint32)[0] >> 1)
 
 
 def _load(dataset: str, split: int, settings: dict):
@@ -219,7 +216,7 @@ def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     t0 = time.perf_counter()
     X_tr, y_tr, X_te, y_te, eta_te, facts = _load(cell.dataset, cell.split, s)
     epochs = int(s.get("epochs") or p["epochs"])
-    random_state = _network_seed(cell.seed, cell.split)
+    random_state = network_seed(cell.seed, cell.split)
     fit_settings = dict(
         n_members=p["n_members"], hidden=(128, 64, 32), activation="relu", lr=p["lr"],
         weight_decay=p["weight_decay"], lambda_convention=s.get("lambda_convention", "per_sample"),

@@ -57,8 +57,15 @@ from dubito.experiments.base import (
     PaperNumber,
     Preset,
 )
-from dubito.experiments.claims import CellTable, claim_block, missing_lines, section, verdict
+from dubito.experiments.claims import (
+    CellTable,
+    claim_block,
+    missing_lines,
+    section,
+    verdict,
+)
 from dubito.experiments.claims import fmt as _f
+from dubito.experiments.common import network_seed, uci_unavailable
 
 __all__ = ["EXPERIMENT", "run_cell", "LEVELS", "ICNLM_VARIANTS", "report_sections", "data_kind"]
 
@@ -167,9 +174,7 @@ def _n_splits(dataset: str) -> int:
 def _unavailable(preset: Preset) -> dict[str, str]:
     """UCI sets that are neither local nor downloadable; driving sets when gymnasium or Box2D
     (the recorder, also needed to read its cache: the key holds their versions) is missing."""
-    from dubito.experiments import uci
-
-    out = uci._unavailable(dataclasses.replace(preset, datasets=tuple(d for d in preset.datasets if d not in DRIVING)))
+    out = uci_unavailable(d for d in preset.datasets if d not in DRIVING)
     for name in preset.datasets:
         if name in DRIVING:
             missing = [m for m in ("gymnasium", "Box2D") if importlib.util.find_spec(m) is None]
@@ -495,15 +500,13 @@ def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     """One (dataset, method, split): fit, evaluate every variant on the test set (module docstring)."""
     import torch
 
-    from dubito.experiments.uci import _network_seed
-
     if cell.method not in _RUNNERS:
         raise ValueError(f"unknown method {cell.method!r} for icnlm; available: {', '.join(_RUNNERS)}")
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1") or 1))
     t0 = time.perf_counter()
     d = _load(cell.dataset, cell.split, cell.seed)
     t1 = time.perf_counter()
-    random_state = _network_seed(cell.seed, cell.split)
+    random_state = network_seed(cell.seed, cell.split)
     variants, pieces, info = _RUNNERS[cell.method](d, dict(cell.settings), device, progress, random_state)
     t2 = time.perf_counter()
     info = {**d.facts, **info, "random_state": random_state, "seconds": dict(load=t1 - t0, fit_and_evaluate=t2 - t1)}

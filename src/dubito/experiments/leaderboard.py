@@ -25,7 +25,8 @@ import time
 import numpy as np
 
 from dubito.experiments.base import CellResult, Experiment, MetricSpec, Preset
-from dubito.experiments.uci import DATASETS, _n_splits, _network_seed, _unavailable
+from dubito.experiments.common import network_seed
+from dubito.experiments.uci import DATASETS, _n_splits, _unavailable
 
 __all__ = ["EXPERIMENT", "METHODS", "TARGET_NLL", "run_cell", "report_sections"]
 
@@ -78,7 +79,7 @@ def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1") or 1))
     s = dict(cell.settings)
     X_tr, y_tr, X_te, y_te = load(cell.dataset).split(int(cell.split))
-    seed = _network_seed(cell.seed, cell.split)
+    seed = network_seed(cell.seed, cell.split)
     if cell.method in PEERS:
         from dubito.experiments.peers import NGBoostPeer
 

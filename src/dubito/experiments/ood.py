@@ -56,6 +56,7 @@ from dubito.experiments.base import (
 from dubito.experiments.claims import CellTable, claim_block, missing_lines
 from dubito.experiments.claims import fmt as _f
 from dubito.experiments.claims import verdict as _verdict
+from dubito.experiments.common import network_seed, uci_unavailable
 
 __all__ = [
     "DATASETS",
@@ -358,8 +359,8 @@ def _flat_params(net) -> np.ndarray:
 def _fit_ensemble(d: _Data, s: dict, device: str, progress: bool, random_state: int) -> _Fit:
     import inspect
 
-    from dubito.regression import DeterministicRegressor
     from dubito._estimator import seeds_from
+    from dubito.regression import DeterministicRegressor
 
     sgd = "optimizer" in inspect.signature(DeterministicRegressor).parameters and s["optimizer"] == "sgd"
     opt = dict(optimizer="sgd", momentum=float(s["momentum"])) if sgd else {}
@@ -543,10 +544,6 @@ def _evaluate(fit: _Fit, d: _Data, dataset: str, s: dict, seed: int) -> tuple[di
     return m, art, info
 
 
-def _network_seed(seed: int, split: int) -> int:
-    return int(np.random.SeedSequence([int(seed), int(split), 6]).generate_state(1, np.uint32)[0] >> 1)
-
-
 def _checkpoint_dir(cell) -> Path:
     """Where a variational cell checkpoints its training, so that a cell interrupted and run again
     resumes it (`HyperVIRegressor(checkpoint_dir=...)`): the dubito cache (``$DUBITO_CACHE``, else
@@ -569,7 +566,7 @@ def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     s.update(_resolve(dict(cell.settings), cell.dataset))
     s["_method"] = cell.method
     s["_checkpoint"] = _checkpoint_dir(cell) if cell.method in HYVI else None
-    random_state = _network_seed(cell.seed, cell.split)
+    random_state = network_seed(cell.seed, cell.split, 6)
     t1 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -653,10 +650,7 @@ def _n_splits(dataset: str) -> int:
 
 
 def _unavailable(preset: Preset) -> dict[str, str]:
-    from dubito.experiments import uci
-
-    uci_sets = tuple(d for d in preset.datasets if d != SYNTHETIC)
-    return uci._unavailable(Preset("probe", "", uci_sets, {})) if uci_sets else {}
+    return uci_unavailable(d for d in preset.datasets if d != SYNTHETIC)
 
 
 # ---------------------------------------------------------------------------------- paper numbers

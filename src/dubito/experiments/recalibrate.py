@@ -27,7 +27,8 @@ import time
 import numpy as np
 
 from dubito.experiments.base import CellResult, Experiment, MetricSpec, Preset
-from dubito.experiments.uci import DATASETS, _n_splits, _network_seed, _unavailable
+from dubito.experiments.common import network_seed
+from dubito.experiments.uci import DATASETS, _n_splits, _unavailable
 from dubito.recalibrate.split import CAL_FRACTION, calibration_split
 
 __all__ = ["EXPERIMENT", "METHODS", "CAL_FRACTION", "run_cell", "report_sections"]
@@ -60,7 +61,7 @@ def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     s = dict(cell.settings)
     X_tr, y_tr, X_te, y_te = load(cell.dataset).split(int(cell.split))
     fit_rows, cal_rows = cell_calibration_split(len(y_tr), cell.seed, cell.split, float(s.get("cal_fraction", CAL_FRACTION)))
-    seed = _network_seed(cell.seed, cell.split)
+    seed = network_seed(cell.seed, cell.split)
     est = get_method(cell.method).make(random_state=seed, device=device, progress=progress, **s.get("overrides", {}))
     t0 = time.perf_counter()
     model = est.fit(X_tr[fit_rows], y_tr[fit_rows])

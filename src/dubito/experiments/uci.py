@@ -33,6 +33,7 @@ from dubito.experiments.base import (
     PaperNumber,
     Preset,
 )
+from dubito.experiments.common import network_seed, uci_unavailable
 
 __all__ = ["EXPERIMENT", "DATASETS", "run_cell", "LR_NOTE"]
 
@@ -57,7 +58,6 @@ LR_NOTE = (
 SETTINGS = dict(n_members=5, hidden=50, hidden_large=100, epochs=40, batch_size=100, lr=0.01,
                 weight_decay=1e-8, lr_drop="none")
 
-_availability: dict[tuple[str, str], str | None] = {}
 
 
 def _n_splits(dataset: str) -> int:
@@ -65,33 +65,7 @@ def _n_splits(dataset: str) -> int:
 
 
 def _unavailable(preset: Preset) -> dict[str, str]:
-    """Data sets of the preset that are neither local (DUBITO_DATA, cache) nor downloadable now.
-
-    One download attempt per data set and process (results are cached), so an offline machine
-    without the files learns it once instead of in every cell.
-    """
-    from dubito.data.uci import uci_path
-
-    out = {}
-    for name in preset.datasets:
-        key = (name, os.environ.get("DUBITO_DATA", ""))
-        if key not in _availability:
-            try:
-                uci_path(name, download=False)
-                _availability[key] = None
-            except FileNotFoundError:
-                try:
-                    uci_path(name, timeout=10.0)
-                    _availability[key] = None
-                except (OSError, ValueError) as exc:
-                    _availability[key] = f"not in DUBITO_DATA or the cache, and the download failed: {exc}"
-        if _availability[key]:
-            out[name] = _availability[key]
-    return out
-
-
-def _network_seed(seed: int, split: int) -> int:
-    return int(np.random.SeedSequence([int(seed), int(split)]).generate_state(1, np.uint32)[0] >> 1)
+    return uci_unavailable(preset.datasets)
 
 
 def _metrics(pred, y) -> dict[str, float]:
@@ -118,7 +92,7 @@ def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     ds = load(cell.dataset)
     X_tr, y_tr, X_te, y_te = ds.split(int(cell.split))
     hidden = int(s["hidden_large"] if cell.dataset in LARGE else s["hidden"])
-    random_state = _network_seed(cell.seed, cell.split)
+    random_state = network_seed(cell.seed, cell.split)
     fit_settings = dict(n_members=int(s["n_members"]), hidden=(hidden,), activation="relu", lr=float(s["lr"]),
                         weight_decay=float(s["weight_decay"]), batch_size=int(s["batch_size"]),
                         epochs=int(s["epochs"]), lr_drop=str(s["lr_drop"]))
