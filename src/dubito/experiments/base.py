@@ -115,6 +115,8 @@ class Experiment:
     unavailable(preset) -> {dataset: reason} names datasets of the preset that cannot run
     here (missing files), so the runner skips them and the report says why.
     n_splits(dataset) -> int gives the number of splits when a preset says "all".
+    report_sections(rows, preset) -> list of Markdown lines that the report puts after the notes
+    (sections computed from the stored rows, e.g. the paper's claims checked), or None.
     """
 
     name: str
@@ -127,6 +129,7 @@ class Experiment:
     n_splits: Callable[[str], int]
     unavailable: Callable[[Preset], dict[str, str]] = lambda preset: {}
     notes: str = ""
+    report_sections: Callable[[list, Preset], list[str]] | None = None
 
     def preset(self, name: str) -> Preset:
         try:

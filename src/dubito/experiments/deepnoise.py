@@ -895,45 +895,6 @@ _REDUCED = (
     "kin8nm, power and naval 32-38 min, protein 1.9 h; a first run beside other work took about twice as long)"
 )
 
-EXPERIMENT = DeepNoiseExperiment(
-    name="deepnoise",
-    title="B-DeepNoise: Table 1 (synthetic W1) and Table 2 (UCI RMSE, NLL, WEPI-95)",
-    paper=PAPER,
-    presets={
-        "smoke": Preset(
-            name="smoke",
-            description="smoke test (seconds): het at N = 200 and yacht, one split, every method with a "
-            "2 x 8 net (BNN 1 x 5), a few sweeps / epochs",
-            datasets=SMOKE_DATASETS,
-            methods=SMOKE_METHODS,
-        ),
-        "paper": Preset(name="paper", description=_REDUCED, datasets=PAPER_DATASETS, methods=PAPER_METHODS),
-        "paper-large": Preset(
-            name="paper-large",
-            description="kin8nm, power and naval (random splits), 2 splits; B-DeepNoise 2 chains x 800 sweeps "
-            "(400 burn-in, 400 kept thinned by 4) from SGD inits of 1,000 Adam steps (about 0.5-0.7 s per sweep "
-            "and 8 min per init at these N); no BNN, no DeepNoise-SGD; about 8 CPU hours (half of it the 5 SGD models per paper-code cell)",
-            datasets=LARGE_UCI,
-            methods=LARGE_METHODS,
-        ),
-        "paper-full": Preset(
-            name="paper-full",
-            description="the paper's protocol: 20 repeats x 9 synthetic settings, all nine UCI sets on 20 random "
-            "and 20 Gal splits (protein 5), B-DeepNoise 4 chains x 2,000 sweeps (spec §2.4 [R]) from "
-            "10,000-epoch SGD inits ([C]), [C]'s epochs for the baselines, BNN (1 x 50, 2 x (500 + 500)) on the "
-            "synthetic and small UCI sets; weeks of CPU time on 2 cores, checkpointed (a re-run resumes a cell's chains)",
-            datasets=(*_synthetic(), *UCI_SETS, *(f"{d}{GAL}" for d in UCI_SETS)),
-            methods=FULL_METHODS,
-        ),
-    },
-    metrics=METRICS,
-    paper_numbers=_paper_numbers(),
-    run_cell=run_cell,
-    n_splits=_n_splits,
-    unavailable=_unavailable,
-    notes=NOTES,
-)
-
 
 # ---------------------------------------------------------------------------------- report
 
@@ -1293,3 +1254,44 @@ def report_sections(rows, preset) -> list[str]:
     out += ["", "## Anomalies in the paper's tables", "", *ANOMALIES, ""]
     out += _diagnostics(rows)
     return out
+
+
+EXPERIMENT = DeepNoiseExperiment(
+    name="deepnoise",
+    title="B-DeepNoise: Table 1 (synthetic W1) and Table 2 (UCI RMSE, NLL, WEPI-95)",
+    paper=PAPER,
+    presets={
+        "smoke": Preset(
+            name="smoke",
+            description="smoke test (seconds): het at N = 200 and yacht, one split, every method with a "
+            "2 x 8 net (BNN 1 x 5), a few sweeps / epochs",
+            datasets=SMOKE_DATASETS,
+            methods=SMOKE_METHODS,
+        ),
+        "paper": Preset(name="paper", description=_REDUCED, datasets=PAPER_DATASETS, methods=PAPER_METHODS),
+        "paper-large": Preset(
+            name="paper-large",
+            description="kin8nm, power and naval (random splits), 2 splits; B-DeepNoise 2 chains x 800 sweeps "
+            "(400 burn-in, 400 kept thinned by 4) from SGD inits of 1,000 Adam steps (about 0.5-0.7 s per sweep "
+            "and 8 min per init at these N); no BNN, no DeepNoise-SGD; about 8 CPU hours (half of it the 5 SGD models per paper-code cell)",
+            datasets=LARGE_UCI,
+            methods=LARGE_METHODS,
+        ),
+        "paper-full": Preset(
+            name="paper-full",
+            description="the paper's protocol: 20 repeats x 9 synthetic settings, all nine UCI sets on 20 random "
+            "and 20 Gal splits (protein 5), B-DeepNoise 4 chains x 2,000 sweeps (spec §2.4 [R]) from "
+            "10,000-epoch SGD inits ([C]), [C]'s epochs for the baselines, BNN (1 x 50, 2 x (500 + 500)) on the "
+            "synthetic and small UCI sets; weeks of CPU time on 2 cores, checkpointed (a re-run resumes a cell's chains)",
+            datasets=(*_synthetic(), *UCI_SETS, *(f"{d}{GAL}" for d in UCI_SETS)),
+            methods=FULL_METHODS,
+        ),
+    },
+    metrics=METRICS,
+    paper_numbers=_paper_numbers(),
+    run_cell=run_cell,
+    n_splits=_n_splits,
+    unavailable=_unavailable,
+    notes=NOTES,
+    report_sections=report_sections,
+)

@@ -297,4 +297,5 @@ EXPERIMENT = Experiment(
     n_splits=_n_splits,
     unavailable=_unavailable,
     notes=NOTES,
+    report_sections=report_sections,
 )

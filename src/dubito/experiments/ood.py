@@ -860,60 +860,6 @@ test and 10,000 OOD points, 100 entropy draws) 10-60 s per cell, about 40 min. O
 """
 
 
-EXPERIMENT = _OODExperiment(
-    name="ood",
-    title="OOD detection for regression: parameter vs predictor entropy (Pequignot et al.)",
-    paper=PAPER,
-    presets={
-        "smoke": Preset(
-            name="smoke",
-            description="pipeline test (about a minute): ood-wave and yacht, every method with a few epochs "
-            "and 100 predictors, 2 entropy draws of T = 20",
-            datasets=(SYNTHETIC, "yacht"),
-            methods=SMOKE_METHODS,
-            seeds=(0,),
-            splits=(0,),
-        ),
-        "budget": Preset(
-            name="budget",
-            description="spec §6 plan: S_LL 50, KL 200 + 200, T 100, <= 300 epochs, patience 10; MC dropout "
-            "1,000 epochs; HMC 300 warm-up + 500 draws x 2 chains (tree depth <= 8); 1,000 predictors, "
-            "10 entropy draws; ood-wave and the eight UCI sets, one seed (HMC on ood-wave and the small sets)",
-            datasets=DATASETS,
-            methods=BUDGET_METHODS,
-            seeds=(0,),
-            splits=(0,),
-        ),
-        "paper": Preset(
-            name="paper",
-            description="spec §2-§3 values (S_LL 100, KL 500 + 500, T 200, <= 2000 epochs (3000 on ood-wave), "
-            "1,000 predictors, 100 entropy draws), all nine sets, ONE seed (the paper: 3) for the 2-core budget; "
-            "HMC reduced (NUTS 1,000 warm-up + 500 draws x 2 chains); estimated 11-65 CPU hours, about 19 at "
-            "~600 epochs (NOTES)",
-            datasets=DATASETS,
-            methods=PAPER_METHODS,
-            seeds=(0,),
-            splits=(0,),
-        ),
-        "paper-full": Preset(
-            name="paper-full",
-            description="the paper preset with the paper's 3 runs (seeds 0-2 of the one split): about 3 x the "
-            "paper preset's cost (35-190 CPU hours, ~57 at ~600 epochs)",
-            datasets=DATASETS,
-            methods=PAPER_METHODS,
-            seeds=(0, 1, 2),
-            splits=(0,),
-        ),
-    },
-    metrics=METRICS,
-    paper_numbers=_paper_numbers(),
-    run_cell=run_cell,
-    n_splits=_n_splits,
-    unavailable=_unavailable,
-    notes=NOTES,
-)
-
-
 # ---------------------------------------------------------------------------------- claims
 
 
@@ -1052,3 +998,58 @@ def report_sections(rows, preset) -> list[str]:
             "The paper shows histograms (Figs. 2, 5, 6); the cells store the counts of log10 sigma on fixed bins "
             "(artefact `sigma_hist`); here their quartiles.", "", *_sigma_table(t)]
     return out
+
+
+EXPERIMENT = _OODExperiment(
+    name="ood",
+    title="OOD detection for regression: parameter vs predictor entropy (Pequignot et al.)",
+    paper=PAPER,
+    presets={
+        "smoke": Preset(
+            name="smoke",
+            description="pipeline test (about a minute): ood-wave and yacht, every method with a few epochs "
+            "and 100 predictors, 2 entropy draws of T = 20",
+            datasets=(SYNTHETIC, "yacht"),
+            methods=SMOKE_METHODS,
+            seeds=(0,),
+            splits=(0,),
+        ),
+        "budget": Preset(
+            name="budget",
+            description="spec §6 plan: S_LL 50, KL 200 + 200, T 100, <= 300 epochs, patience 10; MC dropout "
+            "1,000 epochs; HMC 300 warm-up + 500 draws x 2 chains (tree depth <= 8); 1,000 predictors, "
+            "10 entropy draws; ood-wave and the eight UCI sets, one seed (HMC on ood-wave and the small sets)",
+            datasets=DATASETS,
+            methods=BUDGET_METHODS,
+            seeds=(0,),
+            splits=(0,),
+        ),
+        "paper": Preset(
+            name="paper",
+            description="spec §2-§3 values (S_LL 100, KL 500 + 500, T 200, <= 2000 epochs (3000 on ood-wave), "
+            "1,000 predictors, 100 entropy draws), all nine sets, ONE seed (the paper: 3) for the 2-core budget; "
+            "HMC reduced (NUTS 1,000 warm-up + 500 draws x 2 chains); estimated 11-65 CPU hours, about 19 at "
+            "~600 epochs (NOTES)",
+            datasets=DATASETS,
+            methods=PAPER_METHODS,
+            seeds=(0,),
+            splits=(0,),
+        ),
+        "paper-full": Preset(
+            name="paper-full",
+            description="the paper preset with the paper's 3 runs (seeds 0-2 of the one split): about 3 x the "
+            "paper preset's cost (35-190 CPU hours, ~57 at ~600 epochs)",
+            datasets=DATASETS,
+            methods=PAPER_METHODS,
+            seeds=(0, 1, 2),
+            splits=(0,),
+        ),
+    },
+    metrics=METRICS,
+    paper_numbers=_paper_numbers(),
+    run_cell=run_cell,
+    n_splits=_n_splits,
+    unavailable=_unavailable,
+    notes=NOTES,
+    report_sections=report_sections,
+)

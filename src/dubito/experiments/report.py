@@ -17,8 +17,9 @@ preset from the results store (`store.py`) and writes
   the layouts in `report_plots.CURVE_LAYOUTS` (marginal calibration, coverage at given levels,
   error against variance) where cells stored them (layouts in `report_plots`).
 
-An experiment module may define ``report_sections(rows, preset) -> list[str]``: Markdown that
-the report puts after the notes (e.g. the paper's claims evaluated from the stored rows).
+An experiment's ``report_sections(rows, preset) -> list[str]`` hook (a field of `Experiment`):
+Markdown that the report puts after the notes (e.g. the paper's claims evaluated from the stored
+rows).
 
 Every file is written atomically; PNGs of an earlier report that this one no longer draws
 are removed, so the folder matches the Markdown.
@@ -30,7 +31,6 @@ import math
 import os
 import re
 import shlex
-import sys
 import warnings
 from collections import defaultdict
 from collections.abc import Iterable
@@ -426,11 +426,9 @@ def _curve_plots(d: _Dataset, save, lines: list[str]) -> None:
 
 
 def _extra_sections(exp: Experiment, rows, preset) -> list[str]:
-    """Markdown from the experiment module's ``report_sections(rows, preset)``, if it defines one
+    """Markdown from the experiment's ``report_sections(rows, preset)`` hook, if it has one
     (sections computed from the stored rows, e.g. claims checked; after the notes)."""
-    module = sys.modules.get(getattr(exp.run_cell, "__module__", ""), None)
-    hook = getattr(module, "report_sections", None)
-    return list(hook(rows, preset)) if callable(hook) else []
+    return list(exp.report_sections(rows, preset)) if exp.report_sections is not None else []
 
 
 # ---------------------------------------------------------------------------------- report
