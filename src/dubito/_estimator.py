@@ -54,6 +54,7 @@ from dubito._validation import (
     validate_fit_data,
     validate_predict_data,
 )
+from dubito.early_stopping import STOPPED_BY
 
 __all__ = [
     "check_stored_size",
@@ -228,7 +229,6 @@ class DubitoEstimator(BaseEstimator):
     def _restore_training(self, fitted: dict, tensors: dict, n_epochs_run: int, n_units: int | None = None) -> None:
         """Inverse of `_training_fitted` and of a ``validation_curve`` tensor. A file written before
         validated fitting has none of them: every unit ran to the cap (``n_epochs_run``), no curve."""
-        from dubito.early_stopping import STOPPED_BY
 
         empty = torch.zeros(0) if n_units is None else torch.zeros(0, n_units)
         self.validation_curve_ = tensors.get("validation_curve", empty).double().numpy()

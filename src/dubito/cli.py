@@ -8,6 +8,9 @@ for every option, flags included, so the commands and groups here blank the type
 
 from __future__ import annotations
 
+# Each command imports what it needs inside its function (dubito's modules, torch): `dubito --help`,
+# `--version` and shell completion then start in about 0.4 s instead of the 5 s torch takes to import.
+
 import os
 from pathlib import Path
 

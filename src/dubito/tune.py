@@ -38,6 +38,7 @@ from sklearn.utils import _safe_indexing
 from dubito import io
 from dubito._validation import check_bool, check_float, check_int
 from dubito.early_stopping import holdout_split
+from dubito.metrics.classification import nll
 from dubito.search_space import Choice, Float, Int, check_space
 from dubito.training_checkpoint import data_digest, settings_difference
 
@@ -104,7 +105,6 @@ def _decoded(params: dict, space: dict) -> dict:
 def _held_out_nll(model, X, y) -> float:
     pred = model.predict_distribution(X)
     if is_classifier(model):
-        from dubito.metrics.classification import nll
 
         return float(nll(pred, y))
     return float(-np.mean(pred.log_prob(np.asarray(y, dtype=np.float64))))
@@ -203,7 +203,13 @@ def _run_trials(study, store, study_name, base, space, n_trials, random_state, d
     sampler is TPE seeded by (random_state, k), so suggestions depend only on the history."""
     import optuna
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     X_fit, y_fit, X_tune, y_tune = data
     k = sum(_counted(t) for t in study.get_trials(deepcopy=False))

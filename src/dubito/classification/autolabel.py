@@ -45,12 +45,14 @@ from sklearn.base import clone
 
 from dubito._estimator import seeds_from
 from dubito._validation import (
+    NotFittedError,
     check_bool,
     check_choice,
     check_float,
     check_int,
     to_numpy_if_tensor,
 )
+from dubito.classification.mc_dropout import MCDropoutClassifier
 from dubito.metrics import classification as _cm
 from dubito.predictive.classes import ClassPredictive
 
@@ -321,7 +323,6 @@ def _is_fitted(est) -> bool:
 def _continuable(est) -> bool:
     """A fitted model that can keep training: `MCDropoutClassifier` or an ensemble of them (their
     ``fine_tune``)."""
-    from dubito.classification.mc_dropout import MCDropoutClassifier
 
     if isinstance(est, MCDropoutClassifier):
         return hasattr(est, "net_")
@@ -516,7 +517,6 @@ class AutoLabeler:
     def evaluate(self, X_view, y_view) -> dict:
         """Accuracy, NLL, Brier and ECE (M = 20) of the adapted model on a held-out view (spec §2.9 step 4)."""
         if not hasattr(self, "estimator_"):
-            from dubito._validation import NotFittedError
 
             raise NotFittedError("This AutoLabeler instance is not fitted yet. Call 'fit' first.")
         return self._scores(self.estimator_, (self._array(X_view, "X_view"), y_view))

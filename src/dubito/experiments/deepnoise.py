@@ -61,7 +61,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
+import dubito.regression.deepnoise as dn
 from dubito._standardise import column_scaling
+from dubito.data import deepnoise_synthetic as syn
+from dubito.data import load
 from dubito.experiments.base import (
     Cell,
     CellResult,
@@ -73,6 +76,15 @@ from dubito.experiments.base import (
 from dubito.experiments.claims import claim_block, missing_lines, section
 from dubito.experiments.claims import verdict as _verdict
 from dubito.experiments.common import network_seed, uci_unavailable
+from dubito.metrics import calibration_error, crps_ensemble, nll, pit
+from dubito.metrics.quantile_distance import quantile_w1
+from dubito.metrics.wepi import wepi
+from dubito.predictive.mixture import GaussianMixture
+from dubito.regression import DeepEnsembleRegressor, MCDropoutRegressor
+from dubito.regression.bnn_nuts import NUTSNetworkRegressor
+from dubito.regression.deepnoise import SGD_FOLDS
+from dubito.regression.deepnoise_sgd import DeepNoiseSGDRegressor
+from dubito.regression.mean_field_vi import MeanFieldVIRegressor
 
 __all__ = [
     "EXPERIMENT",
@@ -202,7 +214,6 @@ def _standardise_x(X_tr: np.ndarray, X_te: np.ndarray) -> tuple[np.ndarray, np.n
 def _load(dataset: str, split: int) -> _Data:
     spec = parse_dataset(dataset)
     if spec.kind == "synthetic":
-        from dubito.data import deepnoise_synthetic as syn
 
         X_tr, y_tr = syn.training_set(spec.noise, spec.n, int(split))
         X_te, y_te = syn.test_set(spec.noise, spec.n, int(split))
@@ -210,7 +221,6 @@ def _load(dataset: str, split: int) -> _Data:
         facts = dict(noise=spec.noise, repeat=int(split), n_train=int(len(y_tr)), n_test=int(len(y_te)),
                      n_eval=int(len(x_eval)))
         return _Data(X_tr, y_tr, X_te, y_te, spec, x_eval[:, None], q_eval, facts)
-    from dubito.data import load
 
     if spec.standard:
         ds = load(spec.name)
@@ -235,7 +245,6 @@ def _draws(pred, n: int, rng: np.random.Generator) -> np.ndarray:
     shared by all inputs; with n > M components drawn with replacement. (The generic
     ``GaussianMixture.sample`` loops over components, too slow for M = 10,000.)
     """
-    from dubito.predictive.mixture import GaussianMixture
 
     if isinstance(pred, GaussianMixture):
         w = np.asarray(pred.weights)
@@ -262,8 +271,6 @@ def _n_draws(pred, requested: int | None, n_inputs: int) -> int:
 
 def _evaluate(pred, y: np.ndarray, rng: np.random.Generator, n_draws: int | None) -> tuple[dict, np.ndarray, int]:
     """Test metrics of one predictive (module docstring) and its PIT values."""
-    from dubito.metrics import calibration_error, crps_ensemble, nll, pit
-    from dubito.metrics.wepi import wepi
 
     y = np.asarray(y, dtype=np.float64)
     mean = np.asarray(pred.mean, dtype=np.float64)
@@ -290,7 +297,6 @@ def _evaluate(pred, y: np.ndarray, rng: np.random.Generator, n_draws: int | None
 
 def _w1(pred_eval, q_eval: np.ndarray, rng: np.random.Generator, n_draws: int) -> tuple[float, np.ndarray]:
     """Table 1's W1 x 1000 at the evaluation inputs from ``n_draws`` predictive draws (as [C])."""
-    from dubito.metrics.quantile_distance import quantile_w1
 
     S = _n_draws(pred_eval, n_draws, q_eval.shape[0])
     draws = _draws(pred_eval, S, rng)
@@ -304,7 +310,6 @@ def _r(a, digits: int = 5) -> list:
 def _band(pred_grid, x_grid, d: _Data, rng, variant: str) -> dict:
     """The ``curve_1d`` artefact (`report_plots`): the predictive mean and 5-95 % band on the grid
     beside the true one (panel "truth"); ``eta`` is the true median f(x)."""
-    from dubito.data import deepnoise_synthetic as syn
 
     draws = _draws(pred_grid, min(4000, _n_draws(pred_grid, None, len(x_grid))), rng)
     lo, hi = np.quantile(draws, [0.05, 0.95], axis=0)
@@ -343,7 +348,6 @@ def _arch(s: Mapping[str, Any]) -> dict:
 
 def _fit_ensemble(n_members: int):
     def fit(d: _Data, s: dict, device: str, progress: bool, seed: int):
-        from dubito.regression import DeepEnsembleRegressor
 
         epochs = _epochs(len(d.y_tr), s)
         est = DeepEnsembleRegressor(n_members=n_members, correction="none", **_arch(s), lr=float(s["lr"]),
@@ -355,7 +359,6 @@ def _fit_ensemble(n_members: int):
 
 
 def _fit_vi(d: _Data, s: dict, device: str, progress: bool, seed: int):
-    from dubito.regression.mean_field_vi import MeanFieldVIRegressor
 
     epochs = _epochs(len(d.y_tr), s)
     est = MeanFieldVIRegressor(**_arch(s), prior_sd=float(s["prior_sd"]), n_samples=int(s["n_samples"]),
@@ -366,7 +369,6 @@ def _fit_vi(d: _Data, s: dict, device: str, progress: bool, seed: int):
 
 
 def _fit_bnn(d: _Data, s: dict, device: str, progress: bool, seed: int):
-    from dubito.regression.bnn_nuts import NUTSNetworkRegressor
 
     extra = {"max_tree_depth": int(s["max_tree_depth"])} if s.get("max_tree_depth") else {}
     est = NUTSNetworkRegressor(**_arch(s), num_warmup=int(s["num_warmup"]), num_samples=int(s["num_samples"]),
@@ -377,8 +379,6 @@ def _fit_bnn(d: _Data, s: dict, device: str, progress: bool, seed: int):
 
 def _fit_dmc(d: _Data, s: dict, device: str, progress: bool, seed: int):
     """p from `DMC_GRID` by the NLL on a held-out share of the training rows, then a refit."""
-    from dubito.metrics import nll
-    from dubito.regression import MCDropoutRegressor
 
     grid = tuple(float(p) for p in s.get("grid", DMC_GRID))
 
@@ -421,7 +421,6 @@ def _sgd_epochs(n: int, s: Mapping[str, Any]) -> int:
     split, [C]) in batches of `DeepNoiseSGDRegressor`'s default 1,000 rows. A step costs the same
     at every N, so a step budget keeps the init's cost flat in N (at N = 1000 one epoch is one step)."""
     if s.get("sgd_steps"):
-        from dubito.regression.deepnoise import SGD_FOLDS
 
         rows = math.ceil(n * (SGD_FOLDS - 1) / SGD_FOLDS)
         return max(1, math.ceil(int(s["sgd_steps"]) / math.ceil(rows / 1000)))
@@ -430,7 +429,6 @@ def _sgd_epochs(n: int, s: Mapping[str, Any]) -> int:
 
 def _fit_deepnoise(paper_code: bool):
     def fit(d: _Data, s: dict, device: str, progress: bool, seed: int, checkpoint: Path | None = None):
-        import dubito.regression.deepnoise as dn
 
         kw = dict(_arch(s), sgd_epochs=_sgd_epochs(len(d.y_tr), s), n_jobs=int(s.get("n_jobs", 1)),
                   random_state=seed, device=device, progress=progress)
@@ -466,7 +464,6 @@ def _fit_deepnoise(paper_code: bool):
 
 
 def _fit_sgd(d: _Data, s: dict, device: str, progress: bool, seed: int):
-    from dubito.regression.deepnoise_sgd import DeepNoiseSGDRegressor
 
     est = DeepNoiseSGDRegressor(**_arch(s), n_noise_samples=int(s["n_noise_samples"]), lr=float(s["lr"]),
                                 batch_size=int(s["batch_size"]), epochs=int(s["epochs"]), random_state=seed,
@@ -543,7 +540,6 @@ def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
         metrics["w1"], _ = _w1(pred_eval, d.q_eval, rng, int(s.get("n_draws_w1", 50_000)))
         facts["n_components_eval"] = int(getattr(pred_eval, "n_components", 0) or 0)
         if cell.split == 0 and cell.seed == 0 and d.spec.n <= CURVE_MAX_N:
-            from dubito.data import deepnoise_synthetic as syn
 
             x_grid = syn.X_GRID[:: max(1, len(syn.X_GRID) // CURVE_POINTS)]
             pred_grid = _predict(est, x_grid[:, None], cell.method, CURVE_REALIZATIONS)

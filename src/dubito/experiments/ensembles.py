@@ -45,6 +45,8 @@ from typing import Any
 
 import numpy as np
 
+from dubito.data import load, toy1_function
+from dubito.data.external import default_path
 from dubito.experiments.base import (
     CellResult,
     Experiment,
@@ -53,6 +55,10 @@ from dubito.experiments.base import (
     Preset,
 )
 from dubito.experiments.common import network_seed
+from dubito.metrics import pit
+from dubito.metrics.scoring import nll
+from dubito.predictive.mixture import GaussianMixture
+from dubito.regression import DeepEnsembleRegressor
 
 __all__ = ["EXPERIMENT", "PROTOCOL", "DATASETS", "variant_names", "run_cell"]
 
@@ -110,7 +116,6 @@ def _n_splits(dataset: str) -> int:
 
 def _unavailable(preset: Preset) -> dict[str, str]:
     """qsar/blog/msd of the preset whose files are not under DUBITO_DATA, with the reason."""
-    from dubito.data.external import default_path
 
     out = {}
     for name in preset.datasets:
@@ -124,7 +129,6 @@ def _unavailable(preset: Preset) -> dict[str, str]:
 
 def _load(dataset: str, split: int, settings: dict):
     """(X_train, y_train, X_test, y_test, eta_test or None, data facts) for one cell."""
-    from dubito.data import load
 
     p = PROTOCOL[dataset]
     if p["kind"] == "toy":
@@ -147,9 +151,6 @@ def _load(dataset: str, split: int, settings: dict):
 
 def _variant_metrics(comp, k: int, correction: str, y_te, eta_te, y_scale: float) -> tuple[dict, np.ndarray]:
     """Metrics of the first k members with/without the gamma term, and PIT of the total predictive."""
-    from dubito.metrics import pit
-    from dubito.metrics.scoring import nll
-    from dubito.predictive.mixture import GaussianMixture
 
     means = comp.means[:, :k]
     noise = comp.noise_variances[:, :k]
@@ -175,7 +176,6 @@ def _variant_metrics(comp, k: int, correction: str, y_te, eta_te, y_scale: float
 
 def _curve_1d(est, X_tr, y_tr, variants: dict[str, tuple[int, str]]) -> dict:
     """Toy-1 prediction grid: eta, training data, per-variant mean and 95% intervals (data units)."""
-    from dubito.data import toy1_function
 
     x = np.linspace(-1.0, 1.0, 201)
     comp = est.predict_components(x[:, None])
@@ -207,8 +207,6 @@ def _curve_1d(est, X_tr, y_tr, variants: dict[str, tuple[int, str]]) -> dict:
 def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     """Train the cell's ensemble once; evaluate every (correction, first-k members) variant."""
     import torch
-
-    from dubito.regression import DeepEnsembleRegressor
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1") or 1))
     p = PROTOCOL[cell.dataset]

@@ -50,6 +50,8 @@ from typing import Any
 
 import numpy as np
 
+import dubito.regression as reg
+from dubito.data import load
 from dubito.experiments.base import (
     CellResult,
     Experiment,
@@ -66,6 +68,25 @@ from dubito.experiments.claims import (
 )
 from dubito.experiments.claims import fmt as _f
 from dubito.experiments.common import network_seed, uci_unavailable
+from dubito.metrics import (
+    PAPER_THRESHOLDS,
+    accuracy,
+    calibration_error,
+    crps,
+    error_variance_curve,
+    level_key,
+    marginal_calibration,
+    matched_thresholds,
+    nll,
+    pit,
+    width,
+)
+from dubito.predictive.samples import Samples
+from dubito.regression import (
+    ImplicitCopulaRegressor,
+    MCDropoutRegressor,
+    NaiveRegressor,
+)
 
 __all__ = ["EXPERIMENT", "run_cell", "LEVELS", "ICNLM_VARIANTS", "report_sections", "data_kind"]
 
@@ -208,8 +229,6 @@ class _Data:
 
 
 def _load(dataset: str, split: int, seed: int) -> _Data:
-    from dubito.data import load
-    from dubito.metrics import matched_thresholds
 
     if dataset in DRIVING:
         ds = load("driving", n_frames=DRIVING[dataset], seed=0, progress=False)
@@ -248,7 +267,6 @@ def _r(a, digits: int = 6) -> list:
 
 
 def _point_metrics(point: np.ndarray, d: _Data) -> dict[str, float]:
-    from dubito.metrics import PAPER_THRESHOLDS, accuracy
 
     err = d.y_te - point
     out = {"mae": float(np.mean(np.abs(err))), "mse": float(np.mean(err**2))}
@@ -261,17 +279,6 @@ def _point_metrics(point: np.ndarray, d: _Data) -> dict[str, float]:
 def _evaluate(pred, d: _Data, pred_train=None) -> tuple[dict[str, float], dict[str, Any]]:
     """Metrics of one variant and its artefact pieces (see the module docstring)."""
     from scipy.stats import spearmanr
-
-    from dubito.metrics import (
-        calibration_error,
-        crps,
-        error_variance_curve,
-        level_key,
-        marginal_calibration,
-        nll,
-        pit,
-        width,
-    )
 
     y = d.y_te
     mean, var = np.asarray(pred.mean, dtype=np.float64), np.asarray(pred.var, dtype=np.float64)
@@ -346,8 +353,6 @@ def _net_kwargs(s: dict, d: _Data) -> dict:
 
 def _run_icnlm(d: _Data, s: dict, device: str, progress: bool, random_state: int):
     import warnings
-
-    from dubito.regression import ImplicitCopulaRegressor
 
     post = dict(s[f"posterior_{d.kind}"])
     post_device = post.pop("device", device)  # posteriors may run on the CPU beside a GPU network
@@ -434,8 +439,6 @@ def _run_icnlm_tanh(d: _Data, s: dict, device: str, progress: bool, random_state
 
 
 def _run_mc_dropout(d: _Data, s: dict, device: str, progress: bool, random_state: int):
-    from dubito.predictive.samples import Samples
-    from dubito.regression import MCDropoutRegressor
 
     net = _net_kwargs(s, d)
     t0 = time.perf_counter()
@@ -459,7 +462,6 @@ def _run_mc_dropout(d: _Data, s: dict, device: str, progress: bool, random_state
 
 def _run_network(cls_name: str, variant: str, extra: dict):
     def run(d: _Data, s: dict, device: str, progress: bool, random_state: int):
-        import dubito.regression as reg
 
         net = _net_kwargs(s, d)
         kw = {k: s[k] for k in extra if k in s}
@@ -476,7 +478,6 @@ def _run_network(cls_name: str, variant: str, extra: dict):
 
 
 def _run_naive(d: _Data, s: dict, device: str, progress: bool, random_state: int):
-    from dubito.regression import NaiveRegressor
 
     t0 = time.perf_counter()
     est = NaiveRegressor(strategy="constant", constant=d.center).fit(d.X_tr, d.y_tr)

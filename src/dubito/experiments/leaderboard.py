@@ -24,9 +24,15 @@ import time
 
 import numpy as np
 
+from dubito.data import load
 from dubito.experiments.base import CellResult, Experiment, MetricSpec, Preset
+from dubito.experiments.claims import DatasetMeans, fmt
 from dubito.experiments.common import network_seed
+from dubito.experiments.peers import NGBoostPeer
 from dubito.experiments.uci import DATASETS, _n_splits, _unavailable
+from dubito.methods import get_method
+from dubito.metrics import regression_summary
+from dubito.tune import tune
 
 __all__ = ["EXPERIMENT", "METHODS", "TARGET_NLL", "run_cell", "report_sections"]
 
@@ -71,17 +77,11 @@ def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     """Fit ``cell.method`` on one standard split (tuning first for ``*-tuned``) and score the test rows."""
     import torch
 
-    from dubito.data import load
-    from dubito.methods import get_method
-    from dubito.metrics import regression_summary
-    from dubito.tune import tune
-
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1") or 1))
     s = dict(cell.settings)
     X_tr, y_tr, X_te, y_te = load(cell.dataset).split(int(cell.split))
     seed = network_seed(cell.seed, cell.split)
     if cell.method in PEERS:
-        from dubito.experiments.peers import NGBoostPeer
 
         entry, tuned, est = cell.method, False, NGBoostPeer(random_state=seed)
     else:
@@ -118,7 +118,6 @@ def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
 def report_sections(rows, preset) -> list[str]:
     """Beside each data set: the target NLL, each method's mean NLL over its stored splits, the best
     method, and whether a method meets the target; then the issue's bar (6 of 9 by one method)."""
-    from dubito.experiments.claims import DatasetMeans, fmt
 
     rows = list(rows)
     methods = [m for m in (*METHODS, *PEERS) if any(m in (r.variants or {}) for r in rows)]

@@ -46,6 +46,17 @@ from typing import Any
 
 import numpy as np
 
+from dubito._estimator import seeds_from
+from dubito.data import load
+from dubito.data.ood_box import UniformBox
+from dubito.data.ood_synthetic import (
+    OOD_INTERVAL,
+    Standardiser,
+    paper_split,
+    standardise_split,
+    wave_function,
+)
+from dubito.data.uci import cache_dir
 from dubito.experiments.base import (
     CellResult,
     Experiment,
@@ -57,6 +68,15 @@ from dubito.experiments.claims import CellTable, claim_block, missing_lines
 from dubito.experiments.claims import fmt as _f
 from dubito.experiments.claims import verdict as _verdict
 from dubito.experiments.common import network_seed, uci_unavailable
+from dubito.metrics import entropy
+from dubito.metrics.ood import auroc
+from dubito.nn.flat_mlp import FlatMLP
+from dubito.regression import (
+    DeterministicRegressor,
+    MCDropoutRegressor,
+    NUTSNetworkRegressor,
+)
+from dubito.regression.hyper_vi import HyperVIRegressor
 
 __all__ = [
     "DATASETS",
@@ -204,19 +224,11 @@ class _Data:
 
 
 def _box(low, high):
-    from dubito.data.ood_box import UniformBox
 
     return UniformBox(np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64))
 
 
 def _load(dataset: str) -> _Data:
-    from dubito.data import load
-    from dubito.data.ood_synthetic import (
-        OOD_INTERVAL,
-        Standardiser,
-        paper_split,
-        standardise_split,
-    )
 
     size = size_class(dataset)
     if dataset == SYNTHETIC:
@@ -230,7 +242,6 @@ def _load(dataset: str) -> _Data:
         ds = load(dataset)
         tr, te = paper_split(ds.n_samples)
         Xs_tr, ys_tr, Xs_te, ys_te, st = standardise_split(ds.X[tr], ds.y[tr], ds.X[te], ds.y[te])
-        from dubito.data.ood_box import UniformBox
 
         box = UniformBox.from_data(Xs_tr)  # [C]: the box of the standardised training inputs (spec §1)
         split_desc = "train_test_split(arange(n), test_size=0.1, random_state=42) (the paper's one split)"
@@ -274,9 +285,6 @@ def _chunk_rows(n_predictors: int, width: int, budget: int = 1 << 23) -> int:
 
 def _fit_hyvi(method: str, d: _Data, s: dict, device: str, progress: bool, random_state: int) -> _Fit:
     import torch
-
-    from dubito.nn.flat_mlp import FlatMLP
-    from dubito.regression.hyper_vi import HyperVIRegressor
 
     family, space = HYVI[method]
     patience = int(s["patience"]) * int(s.get("patience_factor", 1))
@@ -326,7 +334,6 @@ def _fit_hyvi(method: str, d: _Data, s: dict, device: str, progress: bool, rando
 
 
 def _fit_mc_dropout(d: _Data, s: dict, device: str, progress: bool, random_state: int) -> _Fit:
-    from dubito.regression import MCDropoutRegressor
 
     n = len(d.y_tr)
     batch = n if s.get("full_batch") else int(s["batch_size"])
@@ -359,9 +366,6 @@ def _flat_params(net) -> np.ndarray:
 def _fit_ensemble(d: _Data, s: dict, device: str, progress: bool, random_state: int) -> _Fit:
     import inspect
 
-    from dubito._estimator import seeds_from
-    from dubito.regression import DeterministicRegressor
-
     sgd = "optimizer" in inspect.signature(DeterministicRegressor).parameters and s["optimizer"] == "sgd"
     opt = dict(optimizer="sgd", momentum=float(s["momentum"])) if sgd else {}
     members = []
@@ -388,8 +392,6 @@ def _fit_ensemble(d: _Data, s: dict, device: str, progress: bool, random_state: 
 
 def _fit_hmc(d: _Data, s: dict, device: str, progress: bool, random_state: int) -> _Fit:
     import warnings
-
-    from dubito.regression import NUTSNetworkRegressor
 
     est = NUTSNetworkRegressor(hidden=(int(s["hidden"]),), activation=s["activation"], num_warmup=int(s["num_warmup"]),
                                num_samples=int(s["num_samples"]), num_chains=int(s["num_chains"]),
@@ -438,14 +440,6 @@ def _fit(method: str, d: _Data, s: dict, device: str, progress: bool, random_sta
 # ---------------------------------------------------------------------------------- evaluation
 
 
-def _entropy_module():
-    try:
-        from dubito.metrics import entropy
-    except ImportError:
-        return None
-    return entropy
-
-
 def _sigma(f: Callable, X: np.ndarray, chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
     """(mean, sd ddof 1) over the predictors at the rows of X, in row chunks."""
     means, sds = [], []
@@ -464,9 +458,7 @@ def _hist(sig: np.ndarray) -> dict:
 
 
 def _evaluate(fit: _Fit, d: _Data, dataset: str, s: dict, seed: int) -> tuple[dict, dict, dict]:
-    from dubito.metrics.ood import auroc
 
-    ent = _entropy_module()
     n_pred = int(s["n_predictors"])
     rng = np.random.default_rng([seed, 11])
     seeds = rng.integers(0, 2**31 - 1, size=4 + int(s["n_entropy_draws"]))
@@ -499,33 +491,29 @@ def _evaluate(fit: _Fit, d: _Data, dataset: str, s: dict, seed: int) -> tuple[di
     info: dict[str, Any] = {"eval_seconds": {"sigma": time.perf_counter() - t0}}
 
     t1 = time.perf_counter()
-    if ent is None:
-        info["entropy"] = "not computed: dubito.metrics.entropy is not available"
-    else:
-        theta = fit.params(int(s["n_param_entropy"]), int(seeds[2]))
-        if theta is not None and theta.shape[0] >= 2:
-            m["h_param"] = float(ent.knn_entropy(np.asarray(theta, dtype=np.float64), k=1))
-            info["h_param_n"] = int(theta.shape[0])
-        T = int(s["n_points"])
-        hs, n_dup = [], 0
-        for j in range(int(s["n_entropy_draws"])):
-            Xj = np.asarray(d.box.sample_numpy(T, int(seeds[4 + j])), dtype=np.float64)
-            pj = fit.predictors(n_pred, int(seeds[4 + j]))(Xj)
-            if pj.shape[0] >= 2:
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always")
-                    hs.append(float(ent.function_entropy(pj, k=1)))
-                n_dup += any(issubclass(w.category, RuntimeWarning) for w in caught)
-        # coinciding predictors (e.g. dropout masks that differ only on dead ReLU units) are clamped
-        info["h_pred_draws_with_duplicates"] = int(n_dup)
-        if hs:
-            m["h_pred"] = float(np.mean(hs))
-            info["h_pred_draws"] = hs
-            info["h_pred_n"] = int(pj.shape[0])
+    theta = fit.params(int(s["n_param_entropy"]), int(seeds[2]))
+    if theta is not None and theta.shape[0] >= 2:
+        m["h_param"] = float(entropy.knn_entropy(np.asarray(theta, dtype=np.float64), k=1))
+        info["h_param_n"] = int(theta.shape[0])
+    T = int(s["n_points"])
+    hs, n_dup = [], 0
+    for j in range(int(s["n_entropy_draws"])):
+        Xj = np.asarray(d.box.sample_numpy(T, int(seeds[4 + j])), dtype=np.float64)
+        pj = fit.predictors(n_pred, int(seeds[4 + j]))(Xj)
+        if pj.shape[0] >= 2:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                hs.append(float(entropy.function_entropy(pj, k=1)))
+            n_dup += any(issubclass(w.category, RuntimeWarning) for w in caught)
+    # coinciding predictors (e.g. dropout masks that differ only on dead ReLU units) are clamped
+    info["h_pred_draws_with_duplicates"] = int(n_dup)
+    if hs:
+        m["h_pred"] = float(np.mean(hs))
+        info["h_pred_draws"] = hs
+        info["h_pred_n"] = int(pj.shape[0])
     info["eval_seconds"]["entropy"] = time.perf_counter() - t1
 
     if dataset == SYNTHETIC:
-        from dubito.data.ood_synthetic import OOD_INTERVAL, wave_function
 
         grid = np.linspace(*OOD_INTERVAL, GRID_POINTS)
         mean_g, sig_g = _sigma(f, grid[:, None])
@@ -548,7 +536,6 @@ def _checkpoint_dir(cell) -> Path:
     """Where a variational cell checkpoints its training, so that a cell interrupted and run again
     resumes it (`HyperVIRegressor(checkpoint_dir=...)`): the dubito cache (``$DUBITO_CACHE``, else
     ~/.cache/dubito) ``/ood-checkpoints/<preset>/<dataset>/<method>/split<k>-seed<s>``."""
-    from dubito.data.uci import cache_dir
 
     return cache_dir() / "ood-checkpoints" / cell.preset / cell.dataset / cell.method / f"split{cell.split}-seed{cell.seed}"
 

@@ -26,9 +26,14 @@ import time
 
 import numpy as np
 
+from dubito.data import load
 from dubito.experiments.base import CellResult, Experiment, MetricSpec, Preset
+from dubito.experiments.claims import DatasetMeans, fmt
 from dubito.experiments.common import network_seed
 from dubito.experiments.uci import DATASETS, _n_splits, _unavailable
+from dubito.methods import get_method
+from dubito.metrics import regression_summary
+from dubito.recalibrate import Recalibrator, conformal_interval
 from dubito.recalibrate.split import CAL_FRACTION, calibration_split
 
 __all__ = ["EXPERIMENT", "METHODS", "CAL_FRACTION", "run_cell", "report_sections"]
@@ -51,11 +56,6 @@ def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     """Fit ``cell.method`` on the split's training rows less the calibration share; score the test
     rows before and after each recalibration."""
     import torch
-
-    from dubito.data import load
-    from dubito.methods import get_method
-    from dubito.metrics import regression_summary
-    from dubito.recalibrate import Recalibrator, conformal_interval
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1") or 1))
     s = dict(cell.settings)
@@ -95,7 +95,6 @@ def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
 def report_sections(rows, preset) -> list[str]:
     """Per data set and method: coverage at 95 % and 50 %, calibration error and NLL before and
     after each recalibration; then the interval-only conformal scores."""
-    from dubito.experiments.claims import DatasetMeans, fmt
 
     rows = list(rows)
     methods = [m for m in METHODS if any(m in (r.variants or {}) for r in rows)]

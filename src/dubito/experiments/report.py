@@ -43,9 +43,12 @@ import numpy as np
 
 import dubito
 from dubito.experiments import get
+from dubito.experiments import report_plots as rp
 from dubito.experiments.base import Experiment, PaperNumber
+from dubito.experiments.store import ResultsStore, git_commit
 from dubito.experiments.store_transfer import export_cells
 from dubito.io import atomic_write_text
+from dubito.plots import save_figure
 
 __all__ = ["write_report", "Stat", "summarize", "fmt", "flag_exceeds", "DIRTY_SUFFIX"]
 
@@ -143,7 +146,6 @@ def _open_store(store, experiment: str, preset: str):
     if hasattr(store, "rows"):
         path = getattr(store, "path", None)
         return store, (str(path) if path is not None else "dubito-results.sqlite")
-    from dubito.experiments.store import ResultsStore
 
     path = Path(store)
     bench = f"dubito bench {experiment} --preset {preset} --store {shlex.quote(str(path))}"
@@ -166,7 +168,6 @@ def _display_path(path: str | Path) -> str:
 
 def _git_commit() -> str | None:
     """The commit of the dubito checkout writing the report (``-dirty`` with local changes)."""
-    from dubito.experiments.store import git_commit
 
     return git_commit(Path(dubito.__file__).resolve().parent)
 
@@ -257,8 +258,6 @@ def _match_paper(d: _Dataset, pn: PaperNumber) -> list[tuple[str, str]]:
 
 def _plots(d: _Dataset, exp_name: str, plot_dir: Path, out_dir: Path) -> tuple[list[str], set[Path]]:
     """Draw the dataset's plots; return Markdown lines (relative links) and the files written."""
-    from dubito.experiments import report_plots as rp
-    from dubito.plots import save_figure
 
     lines: list[str] = []
     written: set[Path] = set()
@@ -318,7 +317,6 @@ def _pool_curves(d: _Dataset, layout: str) -> tuple[dict | None, list[str]]:
     (None, lines) when no cell has the layout. Cells whose shared grids differ from the first
     cell's are left out (with a line saying so); histogram counts are summed over the distinct
     (split, seed) pairs (every method of a split stores the same test responses)."""
-    from dubito.experiments import report_plots as rp
 
     shared: dict | None = None
     stacks: dict[str, dict[str, list[np.ndarray]]] = {}
@@ -360,7 +358,6 @@ def _pool_curves(d: _Dataset, layout: str) -> tuple[dict | None, list[str]]:
 def _group_histograms(d: _Dataset, save, lines: list[str]) -> None:
     """The ``sigma_hist`` artefacts (report_plots layout): counts summed over a method's cells, one
     panel per method; cells whose bin edges differ from the first cell's are left out."""
-    from dubito.experiments import report_plots as rp
 
     edges, hists = None, {}
     for m in d.methods:
@@ -387,7 +384,6 @@ def _group_histograms(d: _Dataset, save, lines: list[str]) -> None:
 
 def _curve_plots(d: _Dataset, save, lines: list[str]) -> None:
     """The IC-NLM paper's Figs. 7-8 from the curve layouts, where the cells stored them."""
-    from dubito.experiments import report_plots as rp
 
     md, problems = _pool_curves(d, "marginal_density")
     lines.extend(x for p in problems for x in (p, ""))

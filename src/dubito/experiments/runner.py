@@ -48,9 +48,12 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+import dubito.experiments as experiments
+from dubito._estimator import check_device
 from dubito.experiments.base import Cell, CellResult
 from dubito.experiments.executors import KINDS, make_executor, parallelism
 from dubito.experiments.store import ResultsStore
+from dubito.io import check_store_path
 
 __all__ = ["GridSummary", "run_grid", "execute_cell"]
 
@@ -111,8 +114,6 @@ def execute_cell(cell: Cell, device: str = "cpu", module: str | None = None) -> 
     resolved, so experiments registered at run time work in fresh worker processes too.
     """
     import importlib
-
-    import dubito.experiments as experiments
 
     start = time.perf_counter()
     try:
@@ -200,7 +201,6 @@ def run_grid(
     Returns a `GridSummary`; prints the unavailable data sets, a progress bar with ETA
     (``progress``) and the summary line ``done N, skipped N, failed N in T s``.
     """
-    import dubito.experiments as experiments
 
     console = console or Console()
     start = time.perf_counter()
@@ -208,8 +208,6 @@ def run_grid(
     cells = exp.cells(preset, datasets, methods)
     if executor not in KINDS:  # before the store is created
         raise ValueError(f"unknown executor {executor!r}; available: {', '.join(KINDS)}")
-    from dubito._estimator import check_device
-    from dubito.io import check_store_path
 
     check_device(device)  # 'cuda' without CUDA: one error now, not every cell stored as failed
     check_store_path(store)

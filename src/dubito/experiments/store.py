@@ -43,6 +43,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from dubito import __version__
 from dubito.experiments.base import Cell, CellResult
 
 __all__ = ["ResultsStore", "StoredCell", "git_commit", "package_version"]
@@ -113,7 +114,6 @@ class StoredCell:
 
 
 def package_version() -> str:
-    from dubito import __version__
 
     return __version__
 

@@ -68,6 +68,20 @@ from typing import Any
 
 import numpy as np
 
+import dubito
+from dubito.classification import (
+    AutoLabeler,
+    CooccurrenceCRF,
+    CooccurrenceStatistics,
+    KFACLaplace,
+    MCDropoutClassifier,
+)
+from dubito.classification.autolabel import precision_coverage_area, select
+from dubito.data import load
+from dubito.data.fashion_mnist import fashion_mnist_available
+from dubito.data.image_ood import load_letters
+from dubito.data.image_shift import Camera, domain_gap, make_views
+from dubito.data.scenes import make_scene_benchmark
 from dubito.experiments.base import (
     CellResult,
     Experiment,
@@ -77,6 +91,11 @@ from dubito.experiments.base import (
 )
 from dubito.experiments.claims import DatasetMeans, fmt, missing_lines, section
 from dubito.experiments.claims import verdict as _verdict
+from dubito.experiments.store import git_commit
+from dubito.io import atomic_write_text
+from dubito.metrics import classification as cm
+from dubito.nn.concrete_dropout import ConcreteDropout
+from dubito.predictive.classes import ClassPredictive
 
 __all__ = [
     "EXPERIMENT",
@@ -155,7 +174,6 @@ def _load_cached(dataset: str, key: str) -> _Data:
 
 
 def _load(dataset: str, d: dict) -> _Data:
-    from dubito.data.image_shift import Camera, domain_gap, make_views
 
     seed = int(d.get("seed", 0))
     rng = np.random.default_rng([seed, 1])
@@ -182,7 +200,6 @@ def _load(dataset: str, d: dict) -> _Data:
         X_val, y_val = augment(src_val, seed * 10 + 2)
         X_te, y_te = X[src_te], y[src_te]
         X_obj, y_obj = X[tgt], y[tgt]
-        from dubito.data.image_ood import load_letters
 
         letters = _zoom(load_letters(n_per_letter=int(d.get("n_per_letter", 10)), seed=seed).X, side)
         imgs = [im.mean(axis=2) / 255.0 for im in load_sample_images().images]
@@ -197,8 +214,6 @@ def _load(dataset: str, d: dict) -> _Data:
         pairs = DIGIT_PAIRS
         names = [str(i) for i in range(10)]
     elif dataset == "fashion-mnist":
-        from dubito.data import load
-        from dubito.data.image_ood import load_letters
 
         ds = load("fashion-mnist")
         Xa, ya, Xb, yb = ds.split(0)
@@ -257,10 +272,6 @@ MODEL_KEYS = ("network", "features", "hidden", "p", "epochs", "batch_size", "lr"
 def _model(dataset: str, method: str, seed: int, s: dict, data: _Data, device: str, progress: bool):
     """The trained MCDropoutClassifier of (dataset, method, seed), from the disk cache or trained now;
     returns (estimator, fit seconds, cache hit)."""
-    import dubito
-    from dubito.classification import MCDropoutClassifier
-    from dubito.experiments.store import git_commit
-    from dubito.io import atomic_write_text
 
     ms = {k: s[k] for k in MODEL_KEYS if k in s}
     key = json.dumps(dict(dataset=dataset, method=method, seed=int(seed), model=ms, data=s.get("data", {}),
@@ -315,7 +326,6 @@ def scores(pred, y, oods: dict, primary: str) -> dict:
     (correct positive) and OOD AUROC/AUPR-In (correct in-distribution vs OOD, misclassified left out)
     per measure and OOD set; the headline ``miss_*`` use confidence, ``ood_*`` MI (confidence for a
     deterministic T = 1 predictive, whose MI is 0), as the spec's §3.3 [R]."""
-    from dubito.metrics import classification as cm
 
     out = dict(accuracy=cm.accuracy(pred, y), nll=cm.nll(pred, y), brier=cm.brier(pred, y))
     rd = cm.reliability_diagram(pred, y)
@@ -340,7 +350,6 @@ def scores(pred, y, oods: dict, primary: str) -> dict:
 
 
 def _reliability(pred, y) -> dict:
-    from dubito.metrics import classification as cm
 
     rd = cm.reliability_diagram(pred, y)
     return {"count": rd.count.tolist(), "confidence": np.nan_to_num(rd.confidence).round(5).tolist(),
@@ -350,7 +359,6 @@ def _reliability(pred, y) -> dict:
 def _precision_coverage(pred, y) -> tuple[dict, dict]:
     """Spec §2.9 without fine-tuning: precision of pseudo-labels at coverage q (lowest-u first) and
     the step area of the precision-coverage curve, per measure."""
-    from dubito.classification.autolabel import precision_coverage_area, select
 
     m_out, curves = {}, {}
     correct = pred.predict() == y
@@ -384,8 +392,6 @@ def _crf(pool_probs, eval_probs, data: _Data, s: dict, context: str = "strong") 
     from the evaluation view; accuracy overall and on the confusable classes over a w sweep.
     ``context="weak"`` (spec §5.1 item 3: overlapping scene types) takes the ``crf.weak`` overrides
     of the settings (smaller sizes in the smoke preset) and returns the same keys."""
-    from dubito.classification import CooccurrenceCRF, CooccurrenceStatistics
-    from dubito.data.scenes import make_scene_benchmark
 
     c = dict(s.get("crf", {}))
     weak = c.pop("weak", None) or {}
@@ -460,7 +466,6 @@ def _t_sweep(est, data: _Data, primary: str, seed: int, ts) -> dict:
     """Sensitivity to the number of MC passes T (spec §2.3 [R]: T in {10, 20, 50, 100}): one draw of
     max(T) passes on the adaptation pool and the primary OOD set, the predictive at each T from its
     first T passes (nested, so the T rows differ only by the added passes); `scores` of each."""
-    from dubito.predictive.classes import ClassPredictive
 
     ts = sorted({int(t) for t in ts})
     lp = est.sample_logits(data.X_pool, n_samples=ts[-1], random_state=int(seed))
@@ -474,7 +479,6 @@ class _Sampler:
     sampler (spec §2.4: "relaxed" as trained, or "hard" Bernoulli(p_keep)) and back."""
 
     def __init__(self, est, kind: str):
-        from dubito.nn.concrete_dropout import ConcreteDropout
 
         self.mods = [m for m in est.net_.modules() if isinstance(m, ConcreteDropout)]
         self.kind = kind
@@ -494,8 +498,6 @@ def _laplace(est, data: _Data, s: dict, seed: int, device: str):
     """KFAC Laplace on the 4 head FC layers of the trained model (spec §2.7): the thesis's (s, d) =
     (1, 15), and (s, d) tuned on the spec's grid by source-validation NLL (factors from
     ``n_fit`` source training rows; dropout off while fitting)."""
-    from dubito.classification import KFACLaplace
-    from dubito.metrics import classification as cm
 
     lp = s.get("laplace", {})
     rng = np.random.default_rng([seed, 3])
@@ -604,7 +606,6 @@ def _single_cell(cell, s, data, device, progress) -> CellResult:
 
 
 def _ensemble_cell(cell, s, data, device, progress) -> CellResult:
-    from dubito.predictive.classes import ClassPredictive
 
     base = cell.method.removeprefix("ensemble_")
     members, hits = [], []
@@ -646,7 +647,6 @@ def manual_labels_needed(curve, target: float) -> tuple[float, bool]:
 
 
 def _autolabel_cell(cell, s, data, device, progress) -> CellResult:
-    from dubito.classification import AutoLabeler
 
     a = s.get("autolabel", {})
     base = a.get("base", "cdp")
@@ -786,7 +786,6 @@ class _ThesisExperiment(Experiment):
 def _unavailable(preset: Preset) -> dict[str, str]:
     out = {}
     if "fashion-mnist" in preset.datasets:
-        from dubito.data.fashion_mnist import fashion_mnist_available
 
         if not fashion_mnist_available():
             out["fashion-mnist"] = ("Fashion-MNIST files not found (install the Debian package dataset-fashion-mnist, "

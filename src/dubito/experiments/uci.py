@@ -26,6 +26,7 @@ import time
 
 import numpy as np
 
+from dubito.data import load
 from dubito.experiments.base import (
     CellResult,
     Experiment,
@@ -34,6 +35,8 @@ from dubito.experiments.base import (
     Preset,
 )
 from dubito.experiments.common import network_seed, uci_unavailable
+from dubito.metrics import pit, regression_summary
+from dubito.regression import DeepEnsembleRegressor
 
 __all__ = ["EXPERIMENT", "DATASETS", "run_cell", "LR_NOTE"]
 
@@ -69,7 +72,6 @@ def _unavailable(preset: Preset) -> dict[str, str]:
 
 
 def _metrics(pred, y) -> dict[str, float]:
-    from dubito.metrics import regression_summary
 
     out = regression_summary(pred, y)
     m, v = pred.mean, pred.var
@@ -81,10 +83,6 @@ def _metrics(pred, y) -> dict[str, float]:
 def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     """Train a 5-member ensemble on one standard split; report DE and EXT from the same fit."""
     import torch
-
-    from dubito.data import load
-    from dubito.metrics import pit
-    from dubito.regression import DeepEnsembleRegressor
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1") or 1))
     s = {**SETTINGS, **dict(cell.settings)}

@@ -20,7 +20,11 @@ import numpy as np
 from scipy import special
 
 from dubito.predictive.base import RegressionPredictive, as_numpy
+from dubito.predictive.grid import GridDensity
+from dubito.predictive.mixture import GaussianMixture
 from dubito.predictive.mixture_cdf import mixture_cdf
+from dubito.predictive.normal import Normal
+from dubito.predictive.samples import Samples
 
 __all__ = [
     "nll",
@@ -418,8 +422,6 @@ def _crps_impl(pred, y: np.ndarray) -> np.ndarray:
     return crps_quadrature(pred, y)
 
 
-_BUILTINS_REGISTERED = False
-
 
 def register_crps(cls):
     """Decorator registering a closed-form CRPS ``func(pred, y) -> (N,)`` for predictive ``cls``.
@@ -429,50 +431,25 @@ def register_crps(cls):
     return _crps_impl.register(cls)
 
 
-def _register_builtins() -> None:
-    """Register the closed forms of dubito's own predictives (lazily, to avoid import cycles)."""
-    global _BUILTINS_REGISTERED
-    if _BUILTINS_REGISTERED:
-        return
-    try:
-        from dubito.predictive.normal import Normal
-    except ImportError:  # pragma: no cover - the module is part of dubito
-        Normal = None
-    try:
-        from dubito.predictive.mixture import GaussianMixture
-    except ImportError:  # pragma: no cover
-        GaussianMixture = None
-    try:
-        from dubito.predictive.samples import Samples
-    except ImportError:  # pragma: no cover
-        Samples = None
+@_crps_impl.register(Normal)
+def _(pred, y):
+    return crps_normal(pred.mean, pred.std, y)
 
-    if Normal is not None:
 
-        @_crps_impl.register(Normal)
-        def _(pred, y):
-            return crps_normal(pred.mean, pred.std, y)
+@_crps_impl.register(GaussianMixture)
+def _(pred, y):
+    return crps_mixture(pred.weights, pred.means, pred.variances, y)
 
-    if GaussianMixture is not None:
 
-        @_crps_impl.register(GaussianMixture)
-        def _(pred, y):
-            return crps_mixture(pred.weights, pred.means, pred.variances, y)
+@_crps_impl.register(Samples)
+def _(pred, y):
+    mix = pred.as_mixture()
+    return crps_mixture(mix.weights, mix.means, mix.variances, y)
 
-    if Samples is not None:
 
-        @_crps_impl.register(Samples)
-        def _(pred, y):
-            mix = pred.as_mixture()
-            return crps_mixture(mix.weights, mix.means, mix.variances, y)
-
-    from dubito.predictive.grid import GridDensity
-
-    @_crps_impl.register(GridDensity)
-    def _(pred, y):
-        return pred._crps(y)  # exact for the piecewise-linear density (grid.py)
-
-    _BUILTINS_REGISTERED = True
+@_crps_impl.register(GridDensity)
+def _(pred, y):
+    return pred._crps(y)  # exact for the piecewise-linear density (grid.py)
 
 
 def crps(pred, y) -> np.ndarray:
@@ -491,7 +468,6 @@ def crps(pred, y) -> np.ndarray:
     Other predictives can add a closed form with :func:`register_crps`. Returns shape (N,).
     """
     pred, y = check_pred_y(pred, y)
-    _register_builtins()
     return np.asarray(_crps_impl(pred, y), dtype=np.float64)
 
 

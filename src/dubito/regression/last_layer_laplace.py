@@ -72,6 +72,11 @@ from dubito import io
 from dubito._estimator import fitted_number
 from dubito._validation import check_fitted, check_float, check_int
 from dubito.early_stopping import DEFAULT_PATIENCE, DEFAULT_VALIDATION_FRACTION
+from dubito.nn.feature_layer import (
+    features_and_targets,
+    find_feature_layer,
+    layer_features,
+)
 from dubito.predictive.normal import Normal
 from dubito.regression.deterministic import MIN_SAMPLES, _MLPRegressor
 from dubito.search_space import Choice, Float
@@ -371,7 +376,6 @@ class LastLayerLaplaceRegressor(_MLPRegressor):
         without gradients, ``batch_size`` rows at a time; it is kept by reference (``model_``).
         ``settings``: prior_precision, noise_var (the network settings are unused). Only y is
         standardised."""
-        from dubito.nn.feature_layer import features_and_targets, find_feature_layer
 
         est = cls(**settings)
         est._hyper()
@@ -432,7 +436,6 @@ class LastLayerLaplaceRegressor(_MLPRegressor):
         """phi(X) (N, p) of the network (standardised X) or of the wrapped model's feature layer."""
         check_fitted(self, ["coef_"])
         if self.feature_source_ == "wrapped":
-            from dubito.nn.feature_layer import layer_features
 
             _check_finite_input(X)
             phi = layer_features(self.model_, self._feature_layer_arg, X, batch_size=self._wrap_batch).numpy()
@@ -525,7 +528,6 @@ class LastLayerLaplaceRegressor(_MLPRegressor):
         if model is None:
             raise ValueError(f"{where} holds a wrapped model (feature layer {fitted['feature_layer']!r}); its torch "
                              "module is not saved: pass it as load(path, model=your_model)")
-        from dubito.nn.feature_layer import find_feature_layer
 
         est = cls(**io.params_from_json(settings["params"], device=device))
         name, _, _ = find_feature_layer(model, fitted["feature_layer_arg"])

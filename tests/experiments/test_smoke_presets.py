@@ -1,0 +1,84 @@
+"""Every experiment's smallest preset gives the numbers it gave before a refactor (issue 23's safety
+net; issue 21's check that the speed work left the results alone).
+
+`smoke_cells/<experiment>.jsonl` is the `dubito store export` of each experiment's default preset
+(deepnoise smoke, ensembles quick, icnlm smoke, leaderboard quick, ood smoke, recalibrate quick,
+thesis smoke, uci quick: 55 cells), run at commit 7e889e8 on one thread. The test runs the preset
+again into a fresh store and compares every stored number of every cell (variants and artefacts;
+timings excluded) at rtol 1e-9: those runs were bit-identical from 4a1f926 to 7e889e8 except 8
+numbers at 2e-16 to 2e-10 (docs/results/performance.md), so 1e-9 passes rounding-level changes of
+the arithmetic and fails a changed seed, setting or method. Regenerate the files only for a change
+that is meant to move the numbers, and say so in its commit.
+
+Slow (about 3 min on one thread): `make test-slow`."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from dubito.experiments import get
+from dubito.experiments.runner import run_grid
+from dubito.experiments.store import ResultsStore
+from dubito.experiments.store_transfer import export_cells
+
+pytestmark = pytest.mark.slow
+
+GOLDEN = Path(__file__).resolve().parent / "smoke_cells"
+EXPERIMENTS = sorted(p.stem for p in GOLDEN.glob("*.jsonl"))
+RTOL, ATOL = 1e-9, 1e-12
+
+
+def _numbers(x, prefix=""):
+    """(path, value) of every leaf of nested dicts and lists, timings left out."""
+    if isinstance(x, dict):
+        for k, v in x.items():
+            if "seconds" not in k:
+                yield from _numbers(v, f"{prefix}/{k}")
+    elif isinstance(x, list):
+        for i, v in enumerate(x):
+            yield from _numbers(v, f"{prefix}[{i}]")
+    else:
+        yield prefix, x
+
+
+def _cells(rows):
+    return {(r["dataset"], r["method"], r["split"], r["seed"]): r for r in rows}
+
+
+def _differences(golden: dict, fresh: dict) -> list[str]:
+    out = []
+    for key in sorted(set(golden) | set(fresh), key=str):
+        if key not in golden or key not in fresh:
+            out.append(f"{key}: only in {'the golden file' if key in golden else 'the fresh run'}")
+            continue
+        for column in ("status", "variants", "artefacts"):
+            a, b = dict(_numbers(golden[key][column])), dict(_numbers(fresh[key][column]))
+            if set(a) != set(b):
+                out.append(f"{key} {column}: keys differ: {sorted(set(a) ^ set(b))[:5]}")
+                continue
+            for path in a:
+                x, y = a[path], b[path]
+                same = (x == y or (isinstance(x, float) and isinstance(y, float)
+                                   and (math.isclose(x, y, rel_tol=RTOL, abs_tol=ATOL) or math.isnan(x) and math.isnan(y))))
+                if not same:
+                    out.append(f"{key} {column}{path}: golden {x!r}, now {y!r}")
+    return out
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_smallest_preset_gives_the_golden_numbers(tmp_path, uci_dir, experiment):
+    lines = (GOLDEN / f"{experiment}.jsonl").read_text(encoding="utf-8").splitlines()[1:]  # after the header
+    golden = [json.loads(line) for line in lines]
+    preset = golden[0]["preset"]
+    assert preset in get(experiment).presets
+    store_path = tmp_path / "store.sqlite"
+    run_grid(experiment, preset, store=store_path, progress=False)
+    out = tmp_path / "fresh.jsonl"
+    with ResultsStore(store_path) as store:
+        export_cells(store, out, experiment, preset)
+    fresh = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()[1:]]
+    assert _differences(_cells(golden), _cells(fresh)) == []
