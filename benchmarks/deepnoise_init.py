@@ -43,7 +43,8 @@ def main(argv=None) -> None:
     import numpy as np
     from sklearn.model_selection import KFold
 
-    from dubito.experiments.deepnoise import _load, _w1
+    from dubito.experiments.deepnoise.data import _load
+    from dubito.experiments.deepnoise.evaluate import _w1
     from dubito.regression.deepnoise import SGD_FOLDS
     from dubito.regression.deepnoise_sgd import DeepNoiseSGDRegressor, train_epoch
 

@@ -14,6 +14,9 @@ from scipy.stats import norm
 
 from dubito.experiments import deepnoise as dn
 from dubito.experiments import get
+from dubito.experiments.deepnoise.evaluate import _draws, _evaluate, _w1
+from dubito.experiments.deepnoise.experiment import DATASET_SETTINGS
+from dubito.experiments.deepnoise.fits import _checkpoint_dir, _epochs, _sgd_epochs
 from dubito.experiments.store import StoredCell
 
 E = get("deepnoise")
@@ -144,7 +147,7 @@ def test_paper_grid(uci_dir):
     small = [c.settings for c in cells if c.method == "deepnoise" and c.dataset not in large]
     assert len(big) == 4 and all((b["n_burnin"], b["n_keep"], b["thin"], b["n_realizations"]) == (400, 400, 4, 50)
                                  for b in big)
-    assert all(b == {**small[0], **dn.DATASET_SETTINGS["paper"]["protein"]["deepnoise"]} for b in big)
+    assert all(b == {**small[0], **DATASET_SETTINGS["paper"]["protein"]["deepnoise"]} for b in big)
     assert all(sm == small[0] for sm in small)  # the other datasets keep the preset's settings
     s = next(c.settings for c in cells if c.method == "deepnoise")
     assert (s["hidden"], s["activation"], s["n_chains"], s["n_burnin"] + s["n_keep"]) == ([50] * 4, "hardtanh", 2, 1500)
@@ -157,13 +160,13 @@ def test_paper_grid(uci_dir):
 
 
 def test_epochs_budget():
-    assert dn._epochs(1000, dict(batch_size=100, min_epochs=40, min_steps=3000, max_epochs=2000)) == 300
-    assert dn._epochs(8000, dict(batch_size=100, min_epochs=40, min_steps=3000, max_epochs=2000)) == 40
-    assert dn._epochs(100, dict(batch_size=100, min_epochs=40, min_steps=20000, max_epochs=2000)) == 2000
-    assert dn._epochs(100, dict(batch_size=100, epochs=7)) == 7
+    assert _epochs(1000, dict(batch_size=100, min_epochs=40, min_steps=3000, max_epochs=2000)) == 300
+    assert _epochs(8000, dict(batch_size=100, min_epochs=40, min_steps=3000, max_epochs=2000)) == 40
+    assert _epochs(100, dict(batch_size=100, min_epochs=40, min_steps=20000, max_epochs=2000)) == 2000
+    assert _epochs(100, dict(batch_size=100, epochs=7)) == 7
     # SGD inits: a step budget over the 4/5 training fold in batches of 1,000 rows
-    assert [dn._sgd_epochs(n, dict(sgd_steps=500)) for n in (277, 1000, 1250, 1251, 4000)] == [500, 500, 500, 250, 125]
-    assert dn._sgd_epochs(4000, dict(sgd_epochs=9)) == 9
+    assert [_sgd_epochs(n, dict(sgd_steps=500)) for n in (277, 1000, 1250, 1251, 4000)] == [500, 500, 500, 250, 125]
+    assert _sgd_epochs(4000, dict(sgd_epochs=9)) == 9
 
 
 # ------------------------------------------------------------------------------- evaluation
@@ -177,15 +180,15 @@ def test_draws_of_an_equal_weight_mixture():
     rng = np.random.default_rng(0)
     means = rng.normal(size=(3, 6))
     pred = GaussianMixture(np.full(6, 1 / 6), means, np.full((3, 6), 1e-24))
-    d = dn._draws(pred, 6, np.random.default_rng(1))
+    d = _draws(pred, 6, np.random.default_rng(1))
     assert d.shape == (6, 3) and np.allclose(d, means.T, atol=1e-9)
-    d = dn._draws(pred, 4, np.random.default_rng(1))
+    d = _draws(pred, 4, np.random.default_rng(1))
     assert d.shape == (4, 3) and all(np.isclose(d[s, 0], means[0]).any() for s in range(4))
-    d = dn._draws(pred, 50, np.random.default_rng(1))
+    d = _draws(pred, 50, np.random.default_rng(1))
     assert all(np.isclose(d[s, i], means[i]).any() for s in range(50) for i in range(3))
     # a large-variance component: the draws' sd matches (4 SE)
     wide = GaussianMixture(np.full(2, 0.5), np.zeros((1, 2)), np.full((1, 2), 4.0))
-    d = dn._draws(wide, 20000, np.random.default_rng(2))
+    d = _draws(wide, 20000, np.random.default_rng(2))
     assert abs(d.std() - 2.0) < 4 * 2.0 / np.sqrt(2 * 20000)
 
 
@@ -200,7 +203,7 @@ def test_evaluate_a_gaussian_against_closed_forms():
     s = 0.5
     y = m + s * rng.standard_normal(400)
     pred = GaussianMixture(np.ones(1), m[:, None], np.full((400, 1), s**2))
-    out, u, S = dn._evaluate(pred, y, np.random.default_rng(4), 20000)
+    out, u, S = _evaluate(pred, y, np.random.default_rng(4), 20000)
     assert S == 20000 and u == pytest.approx(norm.cdf(y, m, s), abs=1e-12)
     assert out["rmse"] == pytest.approx(np.sqrt(np.mean((y - m) ** 2)), rel=1e-12)
     assert out["nll"] == pytest.approx(-np.mean(norm.logpdf(y, m, s)), rel=1e-10)
@@ -226,7 +229,7 @@ def test_w1_of_the_truth_is_small():
     x, q = syn.eval_points("multimodal")
     rng = np.random.default_rng(5)
     draws = q[np.arange(100)[None, :], rng.integers(500, size=(20000, 100))]
-    w1, _ = dn._w1(Samples(draws, noise_std=1e-9), q, rng, 20000)
+    w1, _ = _w1(Samples(draws, noise_std=1e-9), q, rng, 20000)
     assert 0 < w1 < 3
 
 
@@ -360,7 +363,7 @@ def test_checkpointed_cell_equals_the_plain_one(tmp_path, monkeypatch):
     s = dict(dn.SMOKE_METHODS["deepnoise"])
     plain = dn.run_cell(Cell("deepnoise", "smoke", "het-200", "deepnoise", 0, 0, s))
     cell = Cell("deepnoise", "smoke", "het-200", "deepnoise", 0, 0, dict(s, checkpoint_every=5))
-    where = dn._checkpoint_dir(cell)
+    where = _checkpoint_dir(cell)
     assert where == tmp_path / "deepnoise-checkpoints" / "smoke" / "het-200" / "deepnoise" / "split0-seed0"
     ck = dn.run_cell(cell)
     assert _numbers(ck) == _numbers(plain) and not where.exists()
