@@ -12,6 +12,15 @@ import pytest
 import torch
 
 from dubito.experiments import get, ood
+from dubito.experiments.ood.paper import AUROC_TOLERANCE
+from dubito.experiments.ood.report import (
+    _finding1,
+    _finding2,
+    _finding3,
+    _finding4,
+    _Table,
+)
+from dubito.experiments.ood.vocab import HMC_DATASETS, SIZE, SYNTHETIC, _resolve
 
 E = get("ood")
 
@@ -25,8 +34,8 @@ def test_paper_grid_and_settings(uci_dir):
     assert len(cells) == (6 * 7 + 3 * 6) * 3
     assert {c.split for c in cells} == {0} and {c.seed for c in cells} == {0, 1, 2}
     assert [c.key[2:] for c in E.cells("paper")] == [c.key[2:] for c in cells if c.seed == 0]
-    assert {c.dataset for c in cells if c.method == "hmc"} == set(ood.HMC_DATASETS)
-    r = {(c.dataset, c.method): ood._resolve(dict(c.settings), c.dataset) for c in cells}
+    assert {c.dataset for c in cells if c.method == "hmc"} == set(HMC_DATASETS)
+    r = {(c.dataset, c.method): _resolve(dict(c.settings), c.dataset) for c in cells}
     s = r["boston", "funn-hyvi"]
     assert (s["n_ll_samples"], s["n_kl_samples"], s["lr"], s["lr_factor"], s["min_lr"]) == (100, 500, 0.005, 0.7, 1e-4)
     assert (s["prior_sd"], s["latent_dim"], tuple(s["generator_hidden"])) == (0.5, 5, (20, 40))  # spec §2.6-2.7
@@ -35,22 +44,22 @@ def test_paper_grid_and_settings(uci_dir):
     assert r["boston", "ensemble"]["epochs"] == 1000 and r["power", "ensemble"]["epochs"] == 500
     assert r["ood-wave", "ensemble"]["epochs"] == 3000 and r["boston", "ensemble"]["optimizer"] == "sgd"
     assert r["boston", "mc-dropout"]["epochs"] == 2000 and r["ood-wave", "mc-dropout"]["full_batch"]
-    assert ood.SIZE["large"]["hidden"] == 100 and ood.SIZE["large"]["batch_size"] == 500
-    assert ood.SIZE["large"]["patience"] == 10 and ood.SIZE["small"]["patience"] == 30
-    assert ood.SIZE["synthetic"]["activation"] == "tanh" and ood.SIZE["synthetic"]["n_points"] == 50
+    assert SIZE["large"]["hidden"] == 100 and SIZE["large"]["batch_size"] == 500
+    assert SIZE["large"]["patience"] == 10 and SIZE["small"]["patience"] == 30
+    assert SIZE["synthetic"]["activation"] == "tanh" and SIZE["synthetic"]["n_points"] == 50
     assert ood.SIGMA_L["boston"] == 2.5 and ood.SIGMA_L["naval"] == 0.2 and ood.SIGMA_L["ood-wave"] == 0.1
 
 
 def test_budget_preset_is_the_spec_plan(uci_dir):
     cells = E.cells("budget")
-    r = {(c.dataset, c.method): ood._resolve(dict(c.settings), c.dataset) for c in cells}
+    r = {(c.dataset, c.method): _resolve(dict(c.settings), c.dataset) for c in cells}
     s = r["boston", "nn-hyvi"]
     assert (s["n_ll_samples"], s["n_kl_samples"], s["n_points"], s["max_epochs"], s["patience"], s["min_lr"]) == \
         (50, 200, 100, 300, 10, 1e-4)  # spec §6 plan
     assert r["boston", "ensemble"]["n_points"] == 100  # every method's predictor entropy at the same T
     assert r["ood-wave", "nn-hyvi"].get("n_points", 50) == 50
     assert {c.dataset for c in cells} == set(ood.DATASETS)  # ood-wave and the eight UCI sets
-    assert {d for d, m in r if m == "hmc"} == {ood.SYNTHETIC, *ood.SMALL}  # as the paper: no HMC on the large sets
+    assert {d for d, m in r if m == "hmc"} == {SYNTHETIC, *ood.SMALL}  # as the paper: no HMC on the large sets
     assert (r["protein", "funn-hyvi"]["max_epochs"], r["protein", "funn-hyvi"]["patience"]) == (300, 10)
 
 
@@ -63,7 +72,7 @@ def test_paper_numbers():
     assert pn["concrete", "Ensemble", "rmse"].value == 4.52 and pn["concrete", "Ensemble", "rmse"].spread == 0.04
     assert pn["yacht", "NN-HyVI", "rmse"].spread is None and "garbled" in pn["yacht", "NN-HyVI", "rmse"].note
     assert ("power", "MFVI", "rmse") not in pn and pn["power", "Ensemble", "lpp"].value == -60.64
-    assert all(p.tolerance == ood.AUROC_TOLERANCE for p in pn.values() if p.metric == "auroc")
+    assert all(p.tolerance == AUROC_TOLERANCE for p in pn.values() if p.metric == "auroc")
     assert {p.metric for p in E.paper_numbers} <= {m.key for m in E.metrics}
     assert {p.variant for p in E.paper_numbers} <= set(ood.VARIANT.values())
 
@@ -166,14 +175,14 @@ def test_findings_on_known_numbers():
         _row("ood-wave", "MFVI", sigma_ratio=1.2),
         _row("ood-wave", "MC dropout", sigma_ratio=5.0),
     ]
-    t = ood._Table(rows)
-    f1, f2, f3, f4 = ood._finding1(t), ood._finding2(t), ood._finding3(t), ood._finding4(t)
+    t = _Table(rows)
+    f1, f2, f3, f4 = _finding1(t), _finding2(t), _finding3(t), _finding4(t)
     assert "**partly**" in f1[0]  # > 2 and > 2 x MFVI, but not > 2 x MC dropout
     assert "**holds**" in f2[0]
     assert "**holds**" in f3[0]
     assert "**partly**" in f4[0] and "MFVI 30 (outside)" in f4[0]  # MFVI's RMSE and NN-HyVI's LPP gap fail
     rows[1].variants["Ensemble"]["auroc"] = 0.9
-    assert "**partly**" in ood._finding3(ood._Table(rows))[0]
+    assert "**partly**" in _finding3(_Table(rows))[0]
 
 
 # ------------------------------------------------------------------------------------ end to end
