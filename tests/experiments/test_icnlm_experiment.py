@@ -11,6 +11,15 @@ import pytest
 
 from dubito.experiments import Cell, common, get, icnlm
 from dubito.experiments.common import network_seed
+from dubito.experiments.icnlm.experiment import SMOKE_METHODS
+from dubito.experiments.icnlm.vocab import (
+    MC_NOISE,
+    MC_PAPER,
+    NO_BAYES,
+    SHARES,
+    TANH,
+    VARIANTS,
+)
 from dubito.experiments.store import StoredCell
 from dubito.regression import copula
 
@@ -33,8 +42,8 @@ def test_paper_grid_and_settings(uci_dir, monkeypatch):
     monkeypatch.setattr(common, "_availability", {})
     cells = E.cells("paper", datasets=list(icnlm.UCI))
     assert len(cells) == 4 * 6 * 2
-    assert {c.split for c in cells} == {0, 1} and {c.method for c in cells} == set(icnlm.VARIANTS)
-    assert "icnlm-tanh" not in icnlm.SMOKE_METHODS
+    assert {c.split for c in cells} == {0, 1} and {c.method for c in cells} == set(VARIANTS)
+    assert "icnlm-tanh" not in SMOKE_METHODS
     s = {c.method: c.settings for c in cells}
     # images: the paper's Adam 2.5e-4, batch 32 (spec §2.2), epochs cut to the GPU time (IMAGES_NOTE)
     assert s["icnlm"]["images"] == {"network": "cnn", "lr": 2.5e-4, "batch_size": 32, "epochs": 10}
@@ -61,12 +70,12 @@ def test_paper_numbers_are_table1_without_tolerances():
     assert all(p.dataset == "driving" and p.spread is None and p.tolerance is None for p in pn.values())
     assert all("not comparable" in p.note for p in pn.values())
     assert {p.metric for p in E.paper_numbers} <= {m.key for m in E.metrics}
-    variants = {v for vs in icnlm.VARIANTS.values() for v in vs}
+    variants = {v for vs in VARIANTS.values() for v in vs}
     assert {p.variant for p in E.paper_numbers} <= variants
 
 
 def _smoke_cell(method, dataset="yacht", split=0):
-    return Cell("icnlm", "smoke", dataset, method, split, 0, icnlm.SMOKE_METHODS[method])
+    return Cell("icnlm", "smoke", dataset, method, split, 0, SMOKE_METHODS[method])
 
 
 def test_naive_cell_against_closed_forms(uci_dir):
@@ -135,7 +144,7 @@ def _row(dataset, method, variants, info=None, split=0, ev_ratio=None):
     """A stored cell; ``ev_ratio`` {variant: r}: an error-variance artefact whose 20 % share has MSE r x all."""
     artefacts = {}
     if ev_ratio:
-        share = list(icnlm.SHARES)
+        share = list(SHARES)
         artefacts["error_variance"] = {"nu": [0.0, 1.0], "share": share, "variants": {
             v: {"mse_nu": [1.0, 1.0], "kept_nu": [0.5, 1.0],
                 "mse_share": [r if abs(sh - 0.2) < 1e-9 else 1.0 for sh in share]} for v, r in ev_ratio.items()}}
@@ -161,10 +170,10 @@ def _rows(ic_gap=0.01, mc_gap=0.2, vi_shift=0.0, mdn_ev=0.2):
     return [
         _row("energy", "icnlm", ic, {"posterior": post, "diagnostics": diag, "n_train": 691},
              ev_ratio={"IC-NLM ridge VI": 0.5, "IC-NLM horseshoe VI": 0.4}),
-        _row("energy", "mc-dropout", {icnlm.MC_PAPER: {"marginal_calibration_gap": mc_gap, "calibration_error": 0.3,
+        _row("energy", "mc-dropout", {MC_PAPER: {"marginal_calibration_gap": mc_gap, "calibration_error": 0.3,
                                                        "var_ratio": 4.0},
-                                      icnlm.MC_NOISE: {"marginal_calibration_gap": mc_gap, "calibration_error": 0.1}},
-             ev_ratio={icnlm.MC_PAPER: 0.8}),
+                                      MC_NOISE: {"marginal_calibration_gap": mc_gap, "calibration_error": 0.1}},
+             ev_ratio={MC_PAPER: 0.8}),
         _row("energy", "mdn", {"MDN": {"marginal_calibration_gap": 0.05, "calibration_error": 0.05, "var_ratio": 1.0}},
              ev_ratio={"MDN": mdn_ev}),
         _row("energy", "deterministic", {"Deterministic": {"marginal_calibration_gap": 0.1, "calibration_error": 0.2}}),
@@ -213,15 +222,15 @@ def test_tanh_feature_cell(uci_dir, monkeypatch):
     """icnlm-tanh is the icnlm cell with tanh features: its variants carry the suffix, its network
     is a tanh net, and with the same seed it differs from the ReLU cell."""
     _fast_nuts(monkeypatch)
-    settings = dict(icnlm.SMOKE_METHODS["icnlm"])
+    settings = dict(SMOKE_METHODS["icnlm"])
     settings["tabular"] = dict(settings["tabular"], activation="tanh")
     cell = Cell("icnlm", "smoke", "yacht", "icnlm-tanh", 0, 0, settings)
     res = icnlm.run_cell(cell)
-    assert tuple(res.variants) == icnlm.VARIANTS["icnlm-tanh"]
-    assert set(res.info["diagnostics"]) == {v + icnlm.TANH for v in icnlm.ICNLM_VARIANTS}
+    assert tuple(res.variants) == VARIANTS["icnlm-tanh"]
+    assert set(res.info["diagnostics"]) == {v + TANH for v in icnlm.ICNLM_VARIANTS}
     assert res.info["network"]["activation"] == "tanh"
-    relu = icnlm.run_cell(Cell("icnlm", "smoke", "yacht", "icnlm", 0, 0, icnlm.SMOKE_METHODS["icnlm"]))
-    a, b = res.variants["IC-NLM ridge VI" + icnlm.TANH], relu.variants["IC-NLM ridge VI"]
+    relu = icnlm.run_cell(Cell("icnlm", "smoke", "yacht", "icnlm", 0, 0, SMOKE_METHODS["icnlm"]))
+    a, b = res.variants["IC-NLM ridge VI" + TANH], relu.variants["IC-NLM ridge VI"]
     assert np.isfinite([a["mae"], a["nll"], a["crps"]]).all() and a["mae"] != b["mae"]
 
 
@@ -238,14 +247,14 @@ def test_smoke_preset_end_to_end(uci_dir, tmp_path, monkeypatch):
     assert (summary.done, summary.failed) == (5, 0), summary.failures
     rows = ResultsStore(store, create=False).rows("icnlm", "smoke", status="done")
     by = {r.method: r for r in rows}
-    assert set(by) == set(icnlm.SMOKE_METHODS)
-    for method, names in ((m, icnlm.VARIANTS[m]) for m in icnlm.SMOKE_METHODS):
+    assert set(by) == set(SMOKE_METHODS)
+    for method, names in ((m, VARIANTS[m]) for m in SMOKE_METHODS):
         assert tuple(by[method].variants) == names
     for v in icnlm.ICNLM_VARIANTS:
         m = by["icnlm"].variants[v]
         assert all(f"coverage_{k}" in m and f"width_{k}" in m for k in LEVEL_KEYS)
         assert np.isfinite([m["mae"], m["nll"], m["crps"], m["train_marginal_gap"]]).all()
-    assert set(by["icnlm"].variants[icnlm.NO_BAYES]) == {"mae", "mse", "acc_I", "acc_II", "fit_seconds"}
+    assert set(by["icnlm"].variants[NO_BAYES]) == {"mae", "mse", "acc_I", "acc_II", "fit_seconds"}
     info = by["icnlm"].info
     assert set(info["diagnostics"]) == set(icnlm.ICNLM_VARIANTS) and info["n_train"] == 277
     assert info["diagnostics"]["IC-NLM ridge NUTS"]["draws"] == 80  # 2 chains x 40
@@ -276,7 +285,7 @@ def test_driving_smoke_cells(tmp_path, monkeypatch):
             pytest.skip(f"{cls.__name__} has no network='cnn' yet: {exc}")
     _fast_nuts(monkeypatch)
     for method in ("naive", "deterministic", "icnlm"):
-        res = icnlm.run_cell(Cell("icnlm", "smoke-driving", "driving-1k", method, 0, 0, icnlm.SMOKE_METHODS[method]))
+        res = icnlm.run_cell(Cell("icnlm", "smoke-driving", "driving-1k", method, 0, 0, SMOKE_METHODS[method]))
         for m in res.variants.values():
             assert {"acc_6", "acc_2", "acc_I"} <= set(m)
         assert res.info["frame_shape"] == [1, 64, 64] and res.info["naive_center"] == 0.0
