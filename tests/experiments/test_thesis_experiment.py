@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from dubito.experiments import get, thesis
+from dubito.experiments.thesis.evaluate import _Sampler
 
 E = get("thesis")
 
@@ -171,8 +172,8 @@ def test_sampler_switch_restores():
         est = MCDropoutClassifier(dropout=dropout, n_samples=4, features=8, hidden=(8, 8, 8), epochs=1,
                                   validation_fraction=0.0, random_state=0).fit(X, y)
         relaxed = est.sample_logits(X, random_state=1)
-        with thesis._Sampler(est, "hard") as n:
-            assert n == 4 and {m.mc_sampler for m in thesis._Sampler(est, "hard").mods} == {"hard"}
+        with _Sampler(est, "hard") as n:
+            assert n == 4 and {m.mc_sampler for m in _Sampler(est, "hard").mods} == {"hard"}
             hard = est.sample_logits(X, random_state=1)
         assert not np.allclose(hard, relaxed)
         np.testing.assert_array_equal(est.sample_logits(X, random_state=1), relaxed)
