@@ -43,6 +43,15 @@ import inspect
 
 import numpy as np
 import torch
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils import check_random_state
 
@@ -108,15 +117,6 @@ def check_device(device) -> torch.device:
 def progress_bar(enabled: bool):
     """A rich ``Progress`` on stderr (description, bar, done/total, elapsed, remaining), disabled
     unless ``enabled``. Use ``with progress_bar(p) as bar: task = bar.add_task(text, total=n)``."""
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
 
     columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TimeRemainingColumn())

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+from rich.console import Console
 
 import dubito
 from dubito import data as datasets
@@ -158,7 +159,6 @@ def run(
         result.diagnostics = diag
         result.convergence = convergence_line(diag, convergence_hint(model))
         if result.convergence is not None and print_convergence:
-            from rich.console import Console
 
             Console().print(result.convergence, style="bold yellow", markup=False, highlight=False, soft_wrap=True)
     result.files = write_report(result, preds, X_te, y_te, Path(out), model)

@@ -32,6 +32,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import optuna
+from optuna.trial import TrialState
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from sklearn.base import clone, is_classifier
 from sklearn.utils import _safe_indexing
 
@@ -113,7 +123,6 @@ def _held_out_nll(model, X, y) -> float:
 def _counted(trial) -> bool:
     """A trial that counts towards ``n_trials``: finished, or failed by its own fit (not left
     running by an interrupted process)."""
-    from optuna.trial import TrialState
 
     return trial.state == TrialState.COMPLETE or (trial.state == TrialState.FAIL and "error" in trial.user_attrs)
 
@@ -130,8 +139,6 @@ def tune(estimator, X, y, *, space: dict | None = None, n_trials: int = DEFAULT_
     ``random_state``: seeds the held-out rows, the sampler and, where the estimator's own
     ``random_state`` is None, its fits.
     """
-    import optuna
-    from optuna.trial import TrialState
 
     space = check_space(estimator, space)
     n_trials = check_int(n_trials, "n_trials", min_value=1)
@@ -201,15 +208,6 @@ def tune(estimator, X, y, *, space: dict | None = None, n_trials: int = DEFAULT_
 def _run_trials(study, store, study_name, base, space, n_trials, random_state, data, progress) -> None:
     """Ask / fit / score / tell until ``n_trials`` trials count; the k-th counted trial's
     sampler is TPE seeded by (random_state, k), so suggestions depend only on the history."""
-    import optuna
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
 
     X_fit, y_fit, X_tune, y_tune = data
     k = sum(_counted(t) for t in study.get_trials(deepcopy=False))

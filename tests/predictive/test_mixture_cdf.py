@@ -99,3 +99,18 @@ def test_gaussian_mixture_cdf_and_quantiles_use_it_consistently():
     q = pred.quantile(levels)  # 40 levels: the table start evaluates F at 48 points per row
     np.testing.assert_allclose(_oracle(w, mu, sd, q), np.broadcast_to(levels, q.shape), atol=1e-9)
     np.testing.assert_allclose(pred.cdf(t), _oracle(w, mu, sd, t), rtol=0, atol=ATOL)
+
+
+def test_the_lower_tail_keeps_its_relative_accuracy():
+    # far below the mixture F is ~1e-30: the expansion alone is only absolutely accurate (its
+    # 1e-14-level error would swamp it), so those points are summed directly again
+    w, mu, sd, _ = _case("kde", n=3, m=2000)
+    t = np.concatenate([np.linspace(mu.min() - 12 * sd.max(), mu.min() - 3 * sd.max(), 30),
+                        np.linspace(mu.min(), mu.max(), 30)])[None].repeat(3, 0)
+    truth = _oracle(w, mu, sd, t)
+    assert truth.min() < 1e-25
+    got = mixture_cdf(w, mu, sd, t)
+    np.testing.assert_allclose(got, truth, rtol=1e-6, atol=0)
+    # without the correction only the absolute bound holds (what the CRPS quadrature asks for)
+    absolute = mixture_cdf(w, mu, sd, t, relative_tail=False)
+    np.testing.assert_allclose(absolute, truth, rtol=0, atol=ATOL)

@@ -42,6 +42,7 @@ import math
 
 import numpy as np
 from sklearn.base import clone
+from sklearn.utils.validation import check_is_fitted
 
 from dubito._estimator import seeds_from
 from dubito._validation import (
@@ -311,7 +312,6 @@ def manual_labels(y_pool, size: int, random_state=None) -> tuple[np.ndarray, np.
 
 # ---------------------------------------------------------------------------- fine-tuning
 def _is_fitted(est) -> bool:
-    from sklearn.utils.validation import check_is_fitted
 
     try:
         check_is_fitted(est)

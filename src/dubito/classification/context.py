@@ -75,6 +75,15 @@ import warnings
 from contextlib import nullcontext
 
 import numpy as np
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from scipy.optimize import minimize
 from sklearn.exceptions import ConvergenceWarning
 
 from dubito._validation import (
@@ -557,8 +566,6 @@ class CooccurrenceCRF:
     def _bar(self, total: int, description: str):
         if not self.progress:
             return nullcontext(None)
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         return Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=Console(stderr=True))
@@ -688,7 +695,6 @@ class CooccurrenceCRF:
         Sets ``self.weight`` (and ``self.unary_power``) and ``self.weight_fit_`` (the scores or
         the optimiser's result).
         """
-        from scipy.optimize import minimize
 
         method = check_choice(method, "method", ("grid", "pseudo-likelihood"))
         score = check_choice(score, "score", ("nll", "accuracy"))

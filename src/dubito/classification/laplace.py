@@ -130,6 +130,7 @@ import numbers
 import numpy as np
 import torch
 import torch.nn.functional as F
+from scipy.optimize import brentq
 from torch import nn
 
 from dubito import io
@@ -225,7 +226,6 @@ class _KronEvidence:
 
     def argmax(self) -> float:
         """The δ maximising the (strictly concave in log δ) evidence: the root of `slope`."""
-        from scipy.optimize import brentq
 
         lo, hi = _LOG_DELTA_BOUNDS
         if self.theta_sq <= 0.0:

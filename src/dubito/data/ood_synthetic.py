@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from numbers import Integral
 
 import numpy as np
+from sklearn.model_selection import train_test_split
 
 from dubito._standardise import standardise_fit
 from dubito._validation import check_float, check_int
@@ -76,7 +77,6 @@ def make_wave(n_per_side: int = 60, noise_sd: float = NOISE_SD, seed=0) -> tuple
 def paper_split(n: int, test_size: float = 0.1, random_state: int = 42) -> tuple[np.ndarray, np.ndarray]:
     """(train_idx, test_idx) of the paper's split: ``train_test_split(arange(n), test_size,
     random_state)`` ([C]; spec §4), in the order scikit-learn returns them."""
-    from sklearn.model_selection import train_test_split
 
     n = check_int(n, "n", min_value=2)
     test_size = check_float(test_size, "test_size", strictly_positive=True)

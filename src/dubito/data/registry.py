@@ -36,15 +36,18 @@ import inspect
 from typing import Callable
 
 import numpy as np
+from sklearn.datasets import load_diabetes
 
 from .dataset import Dataset, random_splits
 from .driving import load_driving
 from .external import default_path, load_blog, load_msd, load_qsar
 from .fashion_mnist import load_fashion_mnist
 from .image_ood import load_letters, load_mnist_digits
-from .ood_synthetic import NOISE_SD as _WAVE_NOISE_SD, OOD_INTERVAL as _WAVE_OOD, make_wave, wave_function
+from .ood_synthetic import NOISE_SD as _WAVE_NOISE_SD
+from .ood_synthetic import OOD_INTERVAL as _WAVE_OOD
+from .ood_synthetic import make_wave, wave_function
 from .synthetic import toy1, toy2
-from .uci import UCI_DATASETS, _FOLDER_TO_NAME, load_uci
+from .uci import _FOLDER_TO_NAME, UCI_DATASETS, load_uci
 from .user_table import is_table_path, load_table
 
 __all__ = ["load", "available"]
@@ -59,7 +62,6 @@ ENSEMBLES_CITATION = (
 def _diabetes(*, scaled: bool = True) -> Dataset:
     """scikit-learn's diabetes data; ``scaled=True`` (sklearn's default) gives its mean-centred,
     unit-norm features, ``scaled=False`` the original units."""
-    from sklearn.datasets import load_diabetes
 
     bunch = load_diabetes(scaled=bool(scaled))
     X, y = bunch.data, bunch.target

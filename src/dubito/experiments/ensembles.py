@@ -44,6 +44,7 @@ import time
 from typing import Any
 
 import numpy as np
+import torch
 
 from dubito.data import load, toy1_function
 from dubito.data.external import default_path
@@ -206,7 +207,6 @@ def _curve_1d(est, X_tr, y_tr, variants: dict[str, tuple[int, str]]) -> dict:
 
 def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     """Train the cell's ensemble once; evaluate every (correction, first-k members) variant."""
-    import torch
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1") or 1))
     p = PROTOCOL[cell.dataset]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import multiprocessing
 import os
 import threading
 
@@ -104,7 +105,6 @@ def make_executor(kind: str = "local", workers: int | None = None, scheduler=Non
         finally:
             executor.shutdown()
     elif kind == "process":
-        import multiprocessing
 
         pool = cf.ProcessPoolExecutor(
             max_workers=workers or os.cpu_count() or 1,

@@ -23,6 +23,7 @@ import os
 import time
 
 import numpy as np
+import torch
 
 from dubito.data import load
 from dubito.experiments.base import CellResult, Experiment, MetricSpec, Preset
@@ -75,7 +76,6 @@ N_TRIALS = 20
 
 def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     """Fit ``cell.method`` on one standard split (tuning first for ``*-tuned``) and score the test rows."""
-    import torch
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1") or 1))
     s = dict(cell.settings)

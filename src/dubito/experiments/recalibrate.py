@@ -25,6 +25,7 @@ import os
 import time
 
 import numpy as np
+import torch
 
 from dubito.data import load
 from dubito.experiments.base import CellResult, Experiment, MetricSpec, Preset
@@ -55,7 +56,6 @@ def cell_calibration_split(n: int, seed: int, split: int, fraction: float = CAL_
 def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     """Fit ``cell.method`` on the split's training rows less the calibration share; score the test
     rows before and after each recalibration."""
-    import torch
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1") or 1))
     s = dict(cell.settings)

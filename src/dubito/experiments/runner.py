@@ -25,6 +25,7 @@ dead runner's by runners on other hosts (see ``ResultsStore.lease_seconds``).
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import socket
@@ -113,7 +114,6 @@ def execute_cell(cell: Cell, device: str = "cpu", module: str | None = None) -> 
     ``module`` (a module defining ``EXPERIMENT``) when given: the runner passes the module it
     resolved, so experiments registered at run time work in fresh worker processes too.
     """
-    import importlib
 
     start = time.perf_counter()
     try:

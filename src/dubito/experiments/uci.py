@@ -25,6 +25,7 @@ import os
 import time
 
 import numpy as np
+import torch
 
 from dubito.data import load
 from dubito.experiments.base import (
@@ -62,7 +63,6 @@ SETTINGS = dict(n_members=5, hidden=50, hidden_large=100, epochs=40, batch_size=
                 weight_decay=1e-8, lr_drop="none")
 
 
-
 def _n_splits(dataset: str) -> int:
     return N_SPLITS[dataset]
 
@@ -82,7 +82,6 @@ def _metrics(pred, y) -> dict[str, float]:
 
 def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     """Train a 5-member ensemble on one standard split; report DE and EXT from the same fit."""
-    import torch
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1") or 1))
     s = {**SETTINGS, **dict(cell.settings)}

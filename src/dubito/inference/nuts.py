@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+import pyro
 import torch
+from pyro.infer import MCMC, NUTS
 
 from dubito.inference.diagnostics import ConvergenceWarning, ess_bulk, rhat
 
@@ -109,7 +111,6 @@ def run_nuts(
     full_mass : adapt a dense mass matrix instead of a diagonal one.
     seed : int or None; chain c uses the c-th seed of numpy.random.SeedSequence(seed).
     """
-    from pyro.infer import MCMC, NUTS
 
     if (potential_fn is None) == (model is None):
         raise ValueError("give exactly one of potential_fn and model")
@@ -144,7 +145,6 @@ def run_nuts(
     start = time.perf_counter()
     with _preserve_global_rng():
         for c in range(num_chains):
-            import pyro
             pyro.set_rng_seed(int(seeds[c]))
             last: dict = {}
 

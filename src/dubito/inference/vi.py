@@ -40,6 +40,13 @@ from typing import Callable
 
 import numpy as np
 import torch
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from dubito.inference.diagnostics import ConvergenceWarning
 
@@ -296,7 +303,6 @@ def fit_vi(
 
     bar = None
     if progress:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
         bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                        TimeElapsedColumn(), TextColumn("{task.fields[status]}"))
         task = bar.add_task(description, total=max_iter, status="")

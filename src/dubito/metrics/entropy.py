@@ -37,6 +37,7 @@ import sys
 import warnings
 
 import numpy as np
+import torch
 from scipy.special import digamma
 
 from dubito._validation import check_int
@@ -94,7 +95,6 @@ def _check_numpy(x, name: str) -> np.ndarray:
 
 
 def _check_tensor(x, name: str, *, like=None):
-    import torch
 
     if like is not None:
         if not _is_tensor(x):
@@ -190,7 +190,6 @@ def _log_dist_numpy(
 
 
 def _kth_index_torch(a, b, k: int, exclude_self: bool):
-    import torch
 
     with torch.no_grad():
         a = a.detach()

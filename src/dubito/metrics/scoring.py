@@ -274,7 +274,8 @@ def _crps_mixture_quadrature(w, mu, sd, y, lo, hi):
             half = 0.5 * np.diff(edges, axis=1)
             mid = 0.5 * (edges[:, 1:] + edges[:, :-1])
             sides.append((count, half, (mid[:, :, None] + half[:, :, None] * _QUAD_NODES).reshape(rows.size, -1)))
-        cdf = mixture_cdf(w[rows], mu[rows], sd[rows], np.concatenate([t for _, _, t in sides], axis=1))
+        cdf = mixture_cdf(w[rows], mu[rows], sd[rows], np.concatenate([t for _, _, t in sides], axis=1),
+                          relative_tail=False)
         below = sides[0][0] * g
         total = np.zeros(rows.size)
         for (count, half, _), f in ((sides[0], cdf[:, :below] ** 2), (sides[1], (1.0 - cdf[:, below:]) ** 2)):
@@ -420,7 +421,6 @@ def crps_quadrature(
 @functools.singledispatch
 def _crps_impl(pred, y: np.ndarray) -> np.ndarray:
     return crps_quadrature(pred, y)
-
 
 
 def register_crps(cls):

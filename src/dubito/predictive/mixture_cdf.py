@@ -49,6 +49,8 @@ _U_CLIP = 40.0
 BOX_COST = 4
 #: points per row from which building the expansion (about 10 points' worth of direct sums) pays
 MIN_POINTS = 16
+#: F below which ``mixture_cdf`` sums the tail point directly again (relative accuracy in the tail)
+TAIL = 1e-4
 #: rows whose mean range spans more than this many of their smallest sds are left to the direct sum
 _MAX_SPAN = 1e12
 #: (row, point, box) or (row, component, term) elements per temporary block: 16 MB of float64
@@ -72,11 +74,17 @@ def _boxes(mu: np.ndarray, var: np.ndarray):
     return j, k, vb, sb, centre
 
 
-def mixture_cdf(w: np.ndarray, mu: np.ndarray, sd: np.ndarray, t: np.ndarray) -> np.ndarray:
+def mixture_cdf(w: np.ndarray, mu: np.ndarray, sd: np.ndarray, t: np.ndarray, *,
+                relative_tail: bool = True) -> np.ndarray:
     """F(t) = sum_m w_m Phi((t - mu_m) / sd_m) for params (N, M) and points t (N, T), clipped to
     [0, 1]: by the box expansion for rows with at least ``MIN_POINTS`` points whose boxes are
     few enough (``BOX_COST`` x boxes < components), with positive sds and a span of means below
-    ``_MAX_SPAN`` smallest sds; directly for the others."""
+    ``_MAX_SPAN`` smallest sds; directly for the others.
+
+    The expansion's error is absolute (below 6.7e-11), so with ``relative_tail`` (default) the
+    points where it gives F < ``TAIL`` are summed directly again: F then keeps a relative error
+    below 6.7e-7 everywhere, as the direct sum's tail does. The CRPS quadrature, whose own bound is
+    absolute, passes False."""
     n, n_pts = t.shape
     m = mu.shape[1]
     out = np.empty((n, n_pts))
@@ -98,11 +106,27 @@ def mixture_cdf(w: np.ndarray, mu: np.ndarray, sd: np.ndarray, t: np.ndarray) ->
                 if r.size == 0:
                     continue
                 box = BoxExpansion(w[r], mu[r], sd[r] ** 2)
-            out[r] = box.cdf(t[r])
+            f = box.cdf(t[r])
+            if relative_tail:
+                tail_rows, tail_pts = np.nonzero(f < TAIL)
+                if tail_rows.size:
+                    f[tail_rows, tail_pts] = _direct_pairs(w[r], mu[r], sd[r], tail_rows, t[r][tail_rows, tail_pts])
+            out[r] = f
     rest = np.flatnonzero(~expand)
     if rest.size:
         out[rest] = _direct_cdf(w[rest], mu[rest], sd[rest], t[rest])
     return np.clip(out, 0.0, 1.0, out=out)
+
+
+def _direct_pairs(w, mu, sd, rows, x):
+    """sum_m w_m Phi((x_e - mu_rm) / sd_rm) for (row, point) pairs (rows[e], x[e])."""
+    out = np.empty(x.shape[0])
+    step = max(1, _BLOCK // max(1, mu.shape[1]))
+    for e0 in range(0, x.shape[0], step):
+        e = slice(e0, e0 + step)
+        r = rows[e]
+        out[e] = np.einsum("em,em->e", ndtr((x[e, None] - mu[r]) / sd[r]), w[r])
+    return out
 
 
 def _direct_cdf(w, mu, sd, t):

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
 
 __all__ = ["feature_sums", "gamma_closed_form", "elbo_terms", "elbo", "augment_bias"]
 
@@ -37,7 +38,6 @@ def _is_torch(x) -> bool:
 
 def _log(x):
     if _is_torch(x):
-        import torch
 
         return torch.log(x)
     return np.log(x)
@@ -46,7 +46,6 @@ def _log(x):
 def augment_bias(h):
     """Append a constant 1 to the features (option ``random_bias``, spec P4): (..., p_h+1)."""
     if _is_torch(h):
-        import torch
 
         return torch.cat([h, torch.ones_like(h[..., :1])], dim=-1)
     h = np.asarray(h, dtype=np.float64)

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from sklearn.model_selection import KFold
+from threadpoolctl import threadpool_limits
 
 from dubito import io
 from dubito._estimator import DubitoRegressor, progress_bar, seed_base, seeds_from
@@ -273,7 +274,6 @@ def _init_chain(job: _ChainJob, Xs, ys, act, gen, device):
 
 def _run_chain(job: _ChainJob, report=None) -> dict:
     """Run (or resume) one chain to n_burnin + n_keep sweeps; numpy results for pickling."""
-    from threadpoolctl import threadpool_limits
 
     report = report or _queue_report
     s = job.settings

@@ -9,11 +9,10 @@ import warnings
 from typing import Any
 
 import numpy as np
+import torch
 
 from dubito.data import deepnoise_synthetic as syn
-from dubito.experiments.base import (
-    CellResult,
-)
+from dubito.experiments.base import CellResult
 from dubito.experiments.common import network_seed
 from dubito.experiments.deepnoise.data import _load
 from dubito.experiments.deepnoise.evaluate import _band, _evaluate, _r, _w1
@@ -29,7 +28,6 @@ from dubito.experiments.deepnoise.vocab import (
 
 def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     """Fit the cell's method on one split/repeat and evaluate it (module docstring)."""
-    import torch
 
     if cell.method not in _FITS:
         raise ValueError(f"unknown method {cell.method!r} for deepnoise; available: {', '.join(_FITS)}")

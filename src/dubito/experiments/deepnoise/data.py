@@ -9,9 +9,7 @@ import numpy as np
 from dubito._standardise import column_scaling
 from dubito.data import deepnoise_synthetic as syn
 from dubito.data import load
-from dubito.experiments.base import (
-    Preset,
-)
+from dubito.experiments.base import Preset
 from dubito.experiments.common import uci_unavailable
 from dubito.experiments.deepnoise.vocab import (
     GAL,

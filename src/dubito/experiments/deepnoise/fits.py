@@ -12,9 +12,7 @@ from typing import Any, Mapping
 import numpy as np
 
 import dubito.regression.deepnoise as dn
-from dubito.experiments.base import (
-    Cell,
-)
+from dubito.experiments.base import Cell
 from dubito.experiments.deepnoise.data import _Data
 from dubito.experiments.deepnoise.vocab import DMC_GRID, DMC_VALIDATION
 from dubito.metrics import nll

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import math
 
-from dubito.experiments.base import (
-    PaperNumber,
-)
+from dubito.experiments.base import PaperNumber
 from dubito.experiments.deepnoise.vocab import BDN, GAL, SYNTHETIC_N
 
 # ---------------------------------------------------------------------------------- paper

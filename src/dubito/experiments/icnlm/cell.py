@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import time
 
-from dubito.experiments.base import (
-    CellResult,
-)
+import torch
+
+from dubito.experiments.base import CellResult
 from dubito.experiments.common import network_seed
 from dubito.experiments.icnlm.data import _load
 from dubito.experiments.icnlm.evaluate import _artefacts
@@ -16,7 +16,6 @@ from dubito.experiments.icnlm.fits import _RUNNERS
 
 def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     """One (dataset, method, split): fit, evaluate every variant on the test set (module docstring)."""
-    import torch
 
     if cell.method not in _RUNNERS:
         raise ValueError(f"unknown method {cell.method!r} for icnlm; available: {', '.join(_RUNNERS)}")

@@ -8,9 +8,7 @@ import importlib.util
 import numpy as np
 
 from dubito.data import load
-from dubito.experiments.base import (
-    Preset,
-)
+from dubito.experiments.base import Preset
 from dubito.experiments.common import uci_unavailable
 from dubito.experiments.icnlm.vocab import (
     DRIVING,
@@ -21,9 +19,7 @@ from dubito.experiments.icnlm.vocab import (
     TRAIN_POINTS,
     UCI_SPLITS,
 )
-from dubito.metrics import (
-    matched_thresholds,
-)
+from dubito.metrics import matched_thresholds
 
 
 def data_kind(dataset: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from scipy.stats import spearmanr
 
 from dubito.experiments.icnlm.data import _Data
 from dubito.experiments.icnlm.vocab import LEVELS, PIT_POINTS, SHARES
@@ -40,7 +41,6 @@ def _point_metrics(point: np.ndarray, d: _Data) -> dict[str, float]:
 
 def _evaluate(pred, d: _Data, pred_train=None) -> tuple[dict[str, float], dict[str, Any]]:
     """Metrics of one variant and its artefact pieces (see the module docstring)."""
-    from scipy.stats import spearmanr
 
     y = d.y_te
     mean, var = np.asarray(pred.mean, dtype=np.float64), np.asarray(pred.var, dtype=np.float64)

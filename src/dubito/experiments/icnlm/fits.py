@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 
 import numpy as np
 
@@ -40,7 +41,6 @@ def _net_kwargs(s: dict, d: _Data) -> dict:
 
 
 def _run_icnlm(d: _Data, s: dict, device: str, progress: bool, random_state: int):
-    import warnings
 
     post = dict(s[f"posterior_{d.kind}"])
     post_device = post.pop("device", device)  # posteriors may run on the CPU beside a GPU network

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from dubito.experiments.base import (
-    PaperNumber,
-)
+from dubito.experiments.base import PaperNumber
 
 # ---------------------------------------------------------------------------------- paper
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from scipy.stats import spearmanr
 
 from dubito.experiments import get
 from dubito.experiments.claims import (
@@ -143,7 +144,6 @@ def _claim_runtime(t: _Table) -> tuple[list[str], list[str]]:
         lines5.append("  - NUTS / VI wall-time ratio by n (ridge, horseshoe): " + "; ".join(
             f"{ds} n = {n}: {_f(r)}x, {_f(h)}x" for n, ds, r, h in c5) + ".")
         if len({n for n, *_ in c5}) >= 3:
-            from scipy.stats import spearmanr
 
             rho = spearmanr([n for n, *_ in c5], [r for _, _, r, _ in c5]).statistic
             larger = np.mean([h > r for _, _, r, h in c5])

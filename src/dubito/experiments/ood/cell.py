@@ -7,10 +7,10 @@ import time
 import warnings
 from pathlib import Path
 
+import torch
+
 from dubito.data.uci import cache_dir
-from dubito.experiments.base import (
-    CellResult,
-)
+from dubito.experiments.base import CellResult
 from dubito.experiments.common import network_seed
 from dubito.experiments.ood.data import _load
 from dubito.experiments.ood.evaluate import _evaluate
@@ -28,7 +28,6 @@ def _checkpoint_dir(cell) -> Path:
 
 def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     """One (dataset, method, seed): fit in the split's standardised units, evaluate (module docstring)."""
-    import torch
 
     if cell.method not in VARIANT:
         raise ValueError(f"unknown method {cell.method!r} for ood; available: {', '.join(VARIANT)}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 import shutil
 import time
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from dubito._estimator import seeds_from
 from dubito.experiments.ood.data import _Data
@@ -55,7 +57,6 @@ def _chunk_rows(n_predictors: int, width: int, budget: int = 1 << 23) -> int:
 
 
 def _fit_hyvi(method: str, d: _Data, s: dict, device: str, progress: bool, random_state: int) -> _Fit:
-    import torch
 
     family, space = HYVI[method]
     patience = int(s["patience"]) * int(s.get("patience_factor", 1))
@@ -129,13 +130,11 @@ def _fit_mc_dropout(d: _Data, s: dict, device: str, progress: bool, random_state
 
 
 def _flat_params(net) -> np.ndarray:
-    import torch
 
     return torch.cat([p.detach().double().flatten() for p in net.parameters()]).cpu().numpy()
 
 
 def _fit_ensemble(d: _Data, s: dict, device: str, progress: bool, random_state: int) -> _Fit:
-    import inspect
 
     sgd = "optimizer" in inspect.signature(DeterministicRegressor).parameters and s["optimizer"] == "sgd"
     opt = dict(optimizer="sgd", momentum=float(s["momentum"])) if sgd else {}
@@ -162,7 +161,6 @@ def _fit_ensemble(d: _Data, s: dict, device: str, progress: bool, random_state: 
 
 
 def _fit_hmc(d: _Data, s: dict, device: str, progress: bool, random_state: int) -> _Fit:
-    import warnings
 
     est = NUTSNetworkRegressor(hidden=(int(s["hidden"]),), activation=s["activation"], num_warmup=int(s["num_warmup"]),
                                num_samples=int(s["num_samples"]), num_chains=int(s["num_chains"]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.special import logsumexp
 
 from dubito.experiments.ood.vocab import RATIO_REGIONS
 
@@ -28,7 +29,6 @@ def lpp_mixture(draws: np.ndarray, y: np.ndarray, sigma_l: float, y_scale: float
     r"""mean_i ln[(1/S) sum_s N(y_i; f_s(x_i), sigma_l^2)] - ln s_y (spec §4; logsumexp, standardised units).
 
     draws (S, N) and y (N,) in standardised units; ``y_scale`` = s_y maps the density to original units."""
-    from scipy.special import logsumexp
 
     f = np.asarray(draws, dtype=np.float64)
     r = (np.asarray(y, dtype=np.float64)[None, :] - f) / sigma_l

@@ -9,13 +9,10 @@ import warnings
 from typing import Any
 
 import numpy as np
+import torch
 
-from dubito.classification import (
-    AutoLabeler,
-)
-from dubito.experiments.base import (
-    CellResult,
-)
+from dubito.classification import AutoLabeler
+from dubito.experiments.base import CellResult
 from dubito.experiments.thesis.data import _data
 from dubito.experiments.thesis.evaluate import (
     _evaluate,
@@ -218,7 +215,6 @@ def _autolabel_cell(cell, s, data, device, progress) -> CellResult:
 
 def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     """One cell (module docstring): a single model with its Laplace variants, an ensemble, or auto-labelling."""
-    import torch
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1") or 1))
     t0 = time.perf_counter()

@@ -7,6 +7,9 @@ import json
 import math
 
 import numpy as np
+from scipy import ndimage
+from sklearn.datasets import load_digits, load_sample_images
+from sklearn.model_selection import train_test_split
 
 from dubito.data import load
 from dubito.data.image_ood import load_letters
@@ -24,7 +27,6 @@ class _Data:
 
 
 def _zoom(X: np.ndarray, side: int) -> np.ndarray:
-    from scipy import ndimage
 
     n, p = X.shape
     s = int(round(math.sqrt(p)))
@@ -35,7 +37,6 @@ def _zoom(X: np.ndarray, side: int) -> np.ndarray:
 
 
 def _split_80_20(X, y, seed):
-    from sklearn.model_selection import train_test_split
 
     return train_test_split(X, y, test_size=0.2, stratify=y, random_state=seed)
 
@@ -50,8 +51,6 @@ def _load(dataset: str, d: dict) -> _Data:
     seed = int(d.get("seed", 0))
     rng = np.random.default_rng([seed, 1])
     if dataset == "digits":
-        from sklearn.datasets import load_digits, load_sample_images
-        from sklearn.model_selection import train_test_split
 
         dg = load_digits()
         X = dg.data.astype(np.float64) / 16.0
@@ -121,7 +120,6 @@ def _load(dataset: str, d: dict) -> _Data:
 
 
 def _zoom_image(im: np.ndarray, f: float) -> np.ndarray:
-    from scipy import ndimage
 
     return ndimage.zoom(im, f, order=1)
 

@@ -80,8 +80,6 @@ def _unavailable(preset: Preset) -> dict[str, str]:
     return out
 
 
-
-
 #: what the report prints after the tables; kept as Markdown beside the code
 NOTES = (Path(__file__).parent / "NOTES.md").read_text(encoding="utf-8")
 

@@ -10,9 +10,7 @@ from pathlib import Path
 import numpy as np
 
 import dubito
-from dubito.classification import (
-    MCDropoutClassifier,
-)
+from dubito.classification import MCDropoutClassifier
 from dubito.experiments.store import git_commit
 from dubito.experiments.thesis.data import _Data
 from dubito.experiments.thesis.vocab import DROPOUT, _cache_dir
