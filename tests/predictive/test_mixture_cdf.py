@@ -49,6 +49,12 @@ def test_box_expansion_equals_the_direct_sum(kind):
     w, mu, sd, t = _case(kind)
     box = BoxExpansion(w, mu, sd**2)
     np.testing.assert_allclose(box.cdf(t), _oracle(w, mu, sd, t), rtol=0, atol=ATOL)
+    # F and the density at (row, point) pairs, as the quantiles' Newton steps ask for them
+    rows = np.repeat(np.arange(t.shape[0]), t.shape[1])
+    f, p = box.cdf_pdf_pairs(rows, t.ravel())
+    density = np.einsum("rtm,rm->rt", stats.norm.pdf(t[:, :, None], mu[:, None, :], sd[:, None, :]), w).ravel()
+    np.testing.assert_allclose(f, _oracle(w, mu, sd, t).ravel(), rtol=0, atol=ATOL)
+    np.testing.assert_allclose(p, density, rtol=0, atol=1e-10 * density.max())
     # the boxes partition the components: their masses are the weights
     np.testing.assert_allclose(box._mass.sum(axis=1), 1.0, rtol=1e-13)
     assert np.all(box.n_boxes < mu.shape[1])
@@ -92,12 +98,28 @@ def test_blocking_does_not_change_the_values(monkeypatch):
     np.testing.assert_array_equal(mixture_cdf(w, mu, sd, t), whole)
 
 
-def test_gaussian_mixture_cdf_and_quantiles_use_it_consistently():
+def test_gaussian_mixture_cdf_and_quantiles_use_it_consistently(monkeypatch):
+    import dubito.predictive.mixture as mixture_module
+
     w, mu, sd, t = _case("kde", n=3, m=2000)
     pred = GaussianMixture(w, mu, sd**2)
-    levels = np.linspace(0.01, 0.99, 40)
-    q = pred.quantile(levels)  # 40 levels: the table start evaluates F at 48 points per row
-    np.testing.assert_allclose(_oracle(w, mu, sd, q), np.broadcast_to(levels, q.shape), atol=1e-9)
+    pairs = []
+    original = BoxExpansion.cdf_pdf_pairs
+
+    def count(self, rows, x):
+        pairs.append(x.size)
+        return original(self, rows, x)
+
+    monkeypatch.setattr(BoxExpansion, "cdf_pdf_pairs", count)
+    # 40 levels: the table start evaluates F at 48 points per row, Newton F and p by the expansion,
+    # except the level 1e-6 below its TAIL, which keeps the direct sum's relative accuracy
+    levels = np.concatenate([[1e-6], np.linspace(0.01, 0.99, 39)])
+    q = pred.quantile(levels)
+    assert pairs and max(pairs) == 3 * 39  # every row's 39 levels above the tail, never the 1e-6 one
+    np.testing.assert_allclose(_oracle(w, mu, sd, q), np.broadcast_to(levels, q.shape), rtol=1e-8, atol=1e-12)
+    # the same quantiles as the direct Newton to its tolerance (1e-10 of the smallest sd)
+    monkeypatch.setattr(mixture_module, "expansion_for", lambda *a, **k: None)
+    np.testing.assert_allclose(pred.quantile(levels), q, rtol=0, atol=3e-10 * sd.min())
     np.testing.assert_allclose(pred.cdf(t), _oracle(w, mu, sd, t), rtol=0, atol=ATOL)
 
 

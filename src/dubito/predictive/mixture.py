@@ -13,7 +13,7 @@ import numpy as np
 from scipy.special import logsumexp, ndtr, ndtri
 
 from dubito.predictive.base import StoredMoments, as_numpy
-from dubito.predictive.mixture_cdf import mixture_cdf
+from dubito.predictive.mixture_cdf import TAIL, expansion_for, mixture_cdf
 from dubito.predictive.normal import (
     _LOG_SQRT_2PI,
     _first_bad,
@@ -103,14 +103,25 @@ def _quantile_block(w, mu, sd, mean, std, q, rtol, max_iter):
     step = hi - lo
     step_old = step.copy()
 
+    # F and p by the box expansion where it pays (many levels, crowded components), except for
+    # levels below its TAIL, whose F needs the direct sum's relative accuracy
+    box = expansion_for(w, mu, sd, k)
+    by_box = (qc >= TAIL) if box is not None else np.zeros(qc.shape, dtype=bool)
+
     def residual(idx):
-        rr = rows[idx]
-        s = sd[rr]
-        z = (x[idx, None] - mu[rr]) / s
-        ww = w[rr]
-        f = np.einsum("em,em->e", ww, ndtr(z)) - qc[idx]
-        d = np.einsum("em,em->e", ww / s, np.exp(-0.5 * z * z)) * np.exp(-_LOG_SQRT_2PI)
-        return f, d
+        f, d = np.empty(idx.size), np.empty(idx.size)
+        sel = by_box[idx]
+        if sel.any():
+            f[sel], d[sel] = box.cdf_pdf_pairs(rows[idx[sel]], x[idx[sel]])
+        direct = idx[~sel]
+        if direct.size:
+            rr = rows[direct]
+            s = sd[rr]
+            z = (x[direct, None] - mu[rr]) / s
+            ww = w[rr]
+            f[~sel] = np.einsum("em,em->e", ww, ndtr(z))
+            d[~sel] = np.einsum("em,em->e", ww / s, np.exp(-0.5 * z * z)) * np.exp(-_LOG_SQRT_2PI)
+        return f - qc[idx], d
 
     act = np.flatnonzero(hi > lo)  # lo == hi: every live component gives the same answer
     x[hi <= lo] = lo[hi <= lo]
@@ -198,7 +209,10 @@ class GaussianMixture(StoredMoments):
       tolerance 1e-10 of the smallest component scale (our choice); from 24 levels per
       input the brackets and starts come from a 48-point table of F (``_table_start``):
       4.1 instead of 7.6 CDF evaluations per level for a recalibration map's 376 knots on
-      1,000-component mixtures (1.8x faster)
+      1,000-component mixtures (1.8x faster); from 16 levels per input, F and p in the Newton
+      steps come from the box expansion of `dubito.predictive.mixture_cdf` where it pays
+      (levels below its 1e-4 tail excepted): 6x faster at 40 levels, 10x at 376 on 1,000- and
+      4,000-component mixtures, the same quantiles to 2e-10 of the component sd
     * sampling: component by its weight, then a normal draw, both from the generator
 
     Variance decomposition (law of total variance): without ``noise_variances``,

@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import ndtr
 
-__all__ = ["BoxExpansion", "mixture_cdf"]
+__all__ = ["BoxExpansion", "expansion_for", "mixture_cdf"]
 
 #: highest derivative of Phi kept per box (see the module's error bound)
 ORDER = 18
@@ -197,6 +197,47 @@ class BoxExpansion:
             b1 *= np.exp(-0.5 * u * u)
             out[sl] = np.einsum("rtb,rb->rt", ndtr(u), self._mass[sl]) + _INV_SQRT_2PI * b1.sum(axis=-1)
         return np.clip(out, 0.0, 1.0, out=out)
+
+
+    def cdf_pdf_pairs(self, rows: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(F, p) at (row, point) pairs (rows[e], x[e]): F as ``cdf`` (not clipped) and the density
+        p = sum_b phi(u) / s_b sum_q (-1)^q m_bq He_q(u), both from one forward Hermite recurrence."""
+        width = self.centre.shape[1]
+        f = np.empty(x.shape[0])
+        p = np.empty(x.shape[0])
+        step = max(1, _BLOCK // max(1, width * ORDER))
+        for e0 in range(0, x.shape[0], step):
+            e = slice(e0, e0 + step)
+            r = rows[e]
+            u = np.clip((x[e, None] - self.centre[r]) / self.scale[r], -_U_CLIP, _U_CLIP)
+            coef, mass = self._coef[r], self._mass[r]
+            h_prev, h = np.ones_like(u), u
+            s_f = coef[..., 0].copy()
+            s_p = mass.copy()
+            for q in range(1, ORDER + 1):  # h = He_q(u)
+                if q < ORDER:
+                    s_f += coef[..., q] * h
+                s_p -= coef[..., q - 1] * h
+                h_prev, h = h, u * h - q * h_prev
+            phi = np.exp(-0.5 * u * u) * _INV_SQRT_2PI
+            f[e] = np.einsum("eb,eb->e", ndtr(u), mass) + np.einsum("eb,eb->e", phi, s_f)
+            p[e] = np.einsum("eb,eb->e", phi / self.scale[r], s_p)
+        return f, p
+
+
+def expansion_for(w: np.ndarray, mu: np.ndarray, sd: np.ndarray, n_points: int) -> BoxExpansion | None:
+    """The box expansion of these rows if it pays for ``n_points`` evaluations per row in every
+    row (as `mixture_cdf` decides), else None."""
+    m = mu.shape[1]
+    if n_points < MIN_POINTS or m < 2 * BOX_COST:
+        return None
+    s_min = sd.min(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        span = (mu.max(axis=1) - mu.min(axis=1)) / s_min
+    if not (np.all(s_min > 0) and np.all(span < _MAX_SPAN) and np.isfinite(sd).all()):
+        return None
+    box = BoxExpansion(w, mu, sd**2)
+    return box if np.all(BOX_COST * box.n_boxes < m) else None
 
 
 def _terms(w: np.ndarray, a: np.ndarray, e: np.ndarray):
