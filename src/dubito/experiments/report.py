@@ -213,7 +213,7 @@ def _paper_table(d: _Dataset, exp: Experiment, numbers: list[PaperNumber]) -> tu
     with_note = any(pn.note for pn in numbers)
     head = "| metric | variant | ours | paper | source | difference | flag |" + (" note |" if with_note else "")
     lines = [head, "|---|---|---:|---:|---|---:|:-:|" + ("---|" if with_note else "")]
-    n_flagged = n_compared = 0
+    n_flagged = n_compared = n_unjudged = 0
     for pn in numbers:
         paper = _fmt_paper_value(pn.value)
         if pn.spread is not None:
@@ -228,8 +228,11 @@ def _paper_table(d: _Dataset, exp: Experiment, numbers: list[PaperNumber]) -> tu
                 ours, diff_text, flag = (_fmt_stat(stat) if stat else "— (not run)"), "—", ""
             else:
                 diff, flagged = flag_exceeds(stat.mean, pn)
-                n_compared += 1
-                n_flagged += flagged
+                if pn.spread is None and pn.tolerance is None:
+                    n_unjudged += 1  # shown beside the paper's, but no spread says what agreeing means
+                else:
+                    n_compared += 1
+                    n_flagged += flagged
                 ours, diff_text, flag = _fmt_stat(stat), fmt(diff, 3, signed=True), FLAG if flagged else ""
             if m is None:
                 variant = pn.variant
@@ -241,7 +244,7 @@ def _paper_table(d: _Dataset, exp: Experiment, numbers: list[PaperNumber]) -> tu
             if with_note:
                 row.append(pn.note)
             lines.append("| " + " | ".join(_cell(x) for x in row) + " |")
-    return lines, n_flagged, n_compared
+    return lines, n_flagged, n_compared, n_unjudged
 
 
 def write_report(experiment: str, store, out_dir="docs/results", preset: str = "paper") -> Path:
@@ -382,7 +385,7 @@ def write_report(experiment: str, store, out_dir="docs/results", preset: str = "
 
     plot_dir = out_dir / experiment
     written: set[Path] = set()
-    total_flagged = total_compared = 0
+    total_flagged = total_compared = total_unjudged = 0
     for d in datasets:
         splits = sorted({r.split for r in d.rows})
         seeds = sorted({r.seed for r in d.rows})
@@ -397,20 +400,24 @@ def write_report(experiment: str, store, out_dir="docs/results", preset: str = "
         lines.append("")
         numbers = [pn for pn in exp.paper_numbers if pn.dataset == d.name]
         if numbers:
-            table, n_flagged, n_compared = _paper_table(d, exp, numbers)
+            table, n_flagged, n_compared, n_unjudged = _paper_table(d, exp, numbers)
             total_flagged += n_flagged
             total_compared += n_compared
+            total_unjudged += n_unjudged
             lines += ["### Beside the paper", "", *table, ""]
         plot_lines, files = _plots(d, experiment, plot_dir, out_dir)
         written |= files
         if plot_lines:
             lines += ["### Plots", "", *plot_lines]
 
-    if total_compared:
+    if total_compared or total_unjudged:
         summary = (
-            f"**Against the paper:** {total_flagged} of {total_compared} compared numbers differ by more "
-            f"than the paper's spread (or tolerance) {FLAG}."
+            f"**Against the paper:** {total_flagged} of {total_compared} numbers with a spread or tolerance "
+            f"differ by more than it {FLAG}."
         )
+        if total_unjudged:
+            summary += (f" {total_unjudged} more are shown beside the paper's without one: not judged, "
+                        "neither agreement nor disagreement.")
         lines[summary_at:summary_at] = [summary, ""]
 
     if plot_dir.is_dir():
