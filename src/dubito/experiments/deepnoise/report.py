@@ -185,9 +185,12 @@ def _claim_table2(t: _Table, metric: str, paper_best: tuple[str, ...], paper_cou
                    + (f"; not run here: {', '.join(missing)}" if missing else "") + ".")
     if n:
         share = hits / n
-        verdict = "holds" if share >= 7 / 9 - 1e-9 else ("partly" if hits else "does not hold")
+        # the paper's claim is "best on most sets" (7 of 9): partly only while B-DeepNoise is still
+        # best on at least half the views, not for any single hit
+        verdict = "holds" if share >= 7 / 9 - 1e-9 else ("partly" if share >= 0.5 else "does not hold")
         out.append(f"  - B-DeepNoise best or tied on {hits} of {n} dataset views run (the paper: {paper_count}; "
-                   f"rule: means rounded to the paper's 2 decimals) -> **{verdict}** (holds at a share >= 7/9).")
+                   f"rule: means rounded to the paper's 2 decimals) -> **{verdict}** (holds at a share >= 7/9, "
+                   f"partly at >= 1/2).")
     return out
 
 
