@@ -194,9 +194,13 @@ Cost per cell (fit + predict seconds, mean over the stored splits, one thread on
 machine under load 2-4, so upper bounds): ensemble 1-4 s on the small sets, 8 s kin8nm, 33 s power,
 55 s naval, 90 s protein; MC dropout 2-9 s small, 41 s kin8nm, 24 s power, 30 s naval, 100 s
 protein; MDN 1-5 s small, 19 s kin8nm, 33 s power, 42 s naval, 196 s protein; deterministic 0.3-1.3 s
-small, 8 s kin8nm, 12 s power, 15 s naval, 52 s protein; IC-NLM 13-14 s small; mean-field VI 16 s small;
-FuNN-HyVI 30-65 s small. Estimate for the rest of `defaults` (the slow methods on kin8nm, naval,
-power and protein): about 6 CPU h. `paper` adds B-DeepNoise (about 30 CPU min per small set over 5
+small, 8 s kin8nm, 12 s power, 15 s naval, 52 s protein; IC-NLM 13-14 s small, 125 s kin8nm, 211 s
+naval; mean-field VI 16 s small, 43 s kin8nm, about 140 s naval; FuNN-HyVI 30-65 s small, 346 s
+kin8nm (3 splits); NGBoost 149 s kin8nm, 365 s naval (session 16, three to four processes on the two
+cores). Estimate for the rest of `defaults` from these: about 15 CPU h, most of it FuNN-HyVI (about
+6 CPU h for kin8nm, naval and power, 2-3 h for protein's 5 splits), NGBoost (about 4 h) and IC-NLM /
+mean-field VI on power and protein (about 3 h); the earlier estimate of 6 h had not measured a
+large-set FuNN-HyVI cell. `paper` adds B-DeepNoise (about 30 CPU min per small set over 5
 splits, hours per large set) and ten tuned rows at about 20 fits each: over 60 CPU h; the tuned
 rows' trial count should first be measured against their gain. Boston split 0, 20 trials, fit
 seconds with tuning: the ensemble 2.321 -> 2.213 (22 s; commit 4a477e6, with the variance scale),
@@ -211,8 +215,11 @@ the one estimator base); every ensemble cell at 050e544 (the held-out variance s
 mean-field VI and FuNN-HyVI at b4d85b4 / 050e544 (the same code for them), after their validated
 fitting landed; NGBoost (ngboost 0.6.0 installed with --no-deps beside scikit-learn 1.9.1) and the
 `paper` preset's ensemble-tuned cells at 4a477e6; MC dropout, MDN and the deterministic net on
-naval, power and protein at 737ce64 (session 15). Still to run for `defaults`: IC-NLM, mean-field VI
-and FuNN-HyVI on the four large sets; NGBoost on kin8nm (14 of 20 splits), naval, power and protein.
+naval, power and protein at 737ce64 (session 15); IC-NLM, mean-field VI, FuNN-HyVI and NGBoost on
+kin8nm and naval at 74e69ca (session 16; the first 6 kin8nm splits of IC-NLM and NGBoost at 050e544 and
+4a477e6). Still to run for `defaults`: FuNN-HyVI on kin8nm (17 of 20 splits), naval, power and protein;
+IC-NLM on power and protein; mean-field VI on naval (2 of 20 splits done), power and protein;
+NGBoost on naval (6 of 20 done), power and protein.
 
 What the cells say (means over all stored splits; the tables below are computed from the cells):
 - The deep ensemble with its defaults meets two targets: kin8nm (-1.346 over 20 splits, target
@@ -230,20 +237,27 @@ What the cells say (means over all stored splits; the tables below are computed 
 - Coverage at 95 %, the ensemble: 0.933-0.957 on eight sets; naval 0.988 (before the scale: 1.000).
   Its errors are more peaked than the Gaussian mixture (coverage at 50 %: 0.75), which one variance
   scale cannot fix; a quantile recalibration (issue 20) can.
-- NGBoost (peer, same splits; the ensemble's defaults in brackets): boston 2.50 (2.54), concrete 3.08
-  (2.99), energy 0.79 (0.90), wine 0.94 (0.92), yacht 0.53 (0.39), kin8nm -0.42 on its first 6
-  splits (-1.35; 3.5 min per split there). The tuned ensemble (`paper` cells, 20 trials) is at least
-  as good as NGBoost on the four sets its row has finished (boston 2.49, concrete 3.00, energy 0.77,
-  wine 0.93); tuning gains on boston and energy and loses a little on concrete and wine, where 20 %
-  of a few hundred rows is a noisy tuning score.
+- NGBoost (peer, same splits; the ensemble's defaults in brackets): boston 2.50 (2.54), concrete
+  3.08 (2.99), energy 0.79 (0.90), wine 0.94 (0.92), yacht 0.53 (0.39), kin8nm -0.41 over 20 splits
+  (-1.35; RMSE 0.175 against 0.067), naval -4.95 on its first 6 splits (-6.91). The tuned ensemble
+  (`paper` cells, 20 trials) is at least as good as NGBoost on the four sets its row has finished
+  (boston 2.49, concrete 3.00, energy 0.77, wine 0.93); tuning gains on boston and energy and loses
+  a little on concrete and wine, where 20 % of a few hundred rows is a noisy tuning score.
 - The other dubito methods with their defaults beat the ensemble only where the MDN does: boston
   (2.52 vs 2.54), protein (2.096 over 5 splits vs 2.460, inside the 2.63 target: a third set met by
   a default, though not by the ensemble row) and wine (the artefact below); on naval and power the
   MDN is close behind (-6.78 vs -6.91, 2.71 vs 2.69), MC dropout and the deterministic net further
-  (naval -4.87 / -6.47, power 2.81 / 2.81, protein 2.81 / 2.82); FuNN-HyVI comes next (boston 2.60, wine 0.97) at 30-120 s per
-  small-set split, outside bde's time. Coverage outside 0.90-0.98: mean-field VI on energy (0.989)
-  and yacht (0.985; homoscedastic noise on heteroscedastic sets: too wide), the deterministic net on
-  energy (0.895), naval's ensemble (0.988), MDN (0.991) and MC dropout (0.997).
+  (naval -4.87 / -6.47, power 2.81 / 2.81, protein 2.81 / 2.82); FuNN-HyVI comes next (boston 2.60,
+  wine 0.97) at 30-120 s per small-set split, outside bde's time. On the large sets none of IC-NLM,
+  mean-field VI or FuNN-HyVI comes near the ensemble: kin8nm (20 splits) IC-NLM -0.886 (RMSE 0.092
+  against the ensemble's 0.067), mean-field VI -1.129, FuNN-HyVI -1.127 (3 splits), against -1.346
+  and the target -1.315; naval IC-NLM -4.37 (RMSE 0.0024 against 0.00025), mean-field VI -5.63 (2
+  splits), against -6.91. The IC-NLM's predictive is also too wide in its latent space (session 16,
+  a synthetic check: average predictive variance 0.73 against a residual variance of 0.48), which
+  costs it NLL wherever its features explain much of y. Coverage outside 0.90-0.98: mean-field VI on
+  energy (0.989) and yacht (0.985; homoscedastic noise on heteroscedastic sets: too wide), the
+  deterministic net on energy (0.895), naval's ensemble (0.988), MDN (0.991), MC dropout (0.997)
+  and mean-field VI (0.990 over 2 splits).
 - wine: the MDN's NLL of -2.12 is not a win. Wine quality is an integer (3-8); a mixture density
   puts narrow components on the integers and its density there grows without bound, so the NLL of
   a discrete response says nothing about a continuous predictive. It does not count towards the
