@@ -74,6 +74,15 @@ def _boxes(mu: np.ndarray, var: np.ndarray):
     return j, k, vb, sb, centre
 
 
+def _safe_rows(mu: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """Rows the expansion may take: positive finite sds, a span of means below ``_MAX_SPAN``
+    smallest sds (so the bin indices stay exact in float64)."""
+    s_min = sd.min(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        span = (mu.max(axis=1) - mu.min(axis=1)) / s_min
+    return (s_min > 0) & (span < _MAX_SPAN) & np.isfinite(sd).all(axis=1)
+
+
 def mixture_cdf(w: np.ndarray, mu: np.ndarray, sd: np.ndarray, t: np.ndarray, *,
                 relative_tail: bool = True) -> np.ndarray:
     """F(t) = sum_m w_m Phi((t - mu_m) / sd_m) for params (N, M) and points t (N, T), clipped to
@@ -88,11 +97,7 @@ def mixture_cdf(w: np.ndarray, mu: np.ndarray, sd: np.ndarray, t: np.ndarray, *,
     n, n_pts = t.shape
     m = mu.shape[1]
     out = np.empty((n, n_pts))
-    expand = np.zeros(n, dtype=bool)
-    if n_pts >= MIN_POINTS and m >= 2 * BOX_COST:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            span = (mu.max(axis=1) - mu.min(axis=1)) / sd.min(axis=1)
-        expand = (sd.min(axis=1) > 0) & (span < _MAX_SPAN) & np.isfinite(sd).all(axis=1)
+    expand = _safe_rows(mu, sd) if n_pts >= MIN_POINTS and m >= 2 * BOX_COST else np.zeros(n, dtype=bool)
     if expand.any():
         rows = np.flatnonzero(expand)
         step = max(1, _BLOCK // (m * (ORDER + 1)))
@@ -229,12 +234,7 @@ def expansion_for(w: np.ndarray, mu: np.ndarray, sd: np.ndarray, n_points: int) 
     """The box expansion of these rows if it pays for ``n_points`` evaluations per row in every
     row (as `mixture_cdf` decides), else None."""
     m = mu.shape[1]
-    if n_points < MIN_POINTS or m < 2 * BOX_COST:
-        return None
-    s_min = sd.min(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        span = (mu.max(axis=1) - mu.min(axis=1)) / s_min
-    if not (np.all(s_min > 0) and np.all(span < _MAX_SPAN) and np.isfinite(sd).all()):
+    if n_points < MIN_POINTS or m < 2 * BOX_COST or not _safe_rows(mu, sd).all():
         return None
     box = BoxExpansion(w, mu, sd**2)
     return box if np.all(BOX_COST * box.n_boxes < m) else None
