@@ -72,16 +72,22 @@ def test_mixture_cdf_takes_the_expansion_only_where_it_pays(monkeypatch):
     w, mu, sd, t = _case("kde", n=4)
     # row 3: one sd per component spread over 8 decades -> as many boxes as components
     sd[3] = np.logspace(-4, 4, mu.shape[1])
-    built = []
-    original = BoxExpansion.__init__
+    built, evaluated = [], []
+    original, original_cdf = BoxExpansion.__init__, BoxExpansion.cdf
 
     def record(self, w_, mu_, var_):
         built.append(mu_.shape[0])
         original(self, w_, mu_, var_)
 
+    def record_cdf(self, t_):
+        evaluated.append(t_.shape[0])
+        return original_cdf(self, t_)
+
     monkeypatch.setattr(BoxExpansion, "__init__", record)
+    monkeypatch.setattr(BoxExpansion, "cdf", record_cdf)
     np.testing.assert_allclose(mixture_cdf(w, mu, sd, t), _oracle(w, mu, sd, t), rtol=0, atol=ATOL)
-    assert built == [4, 3]  # all four rows tried, the three cheap ones expanded
+    assert built == [4]  # all four rows tried once
+    assert evaluated == [3]  # the three cheap ones expanded, row 3 summed directly
     built.clear()
     few = t[:, : MIN_POINTS - 1]
     np.testing.assert_allclose(mixture_cdf(w, mu, sd, few), _oracle(w, mu, sd, few), rtol=0, atol=ATOL)
@@ -89,6 +95,18 @@ def test_mixture_cdf_takes_the_expansion_only_where_it_pays(monkeypatch):
     small = slice(0, 2 * BOX_COST - 1)
     mixture_cdf(w[:, small], mu[:, small], sd[:, small], t)
     assert built == []
+
+
+def test_selecting_rows_equals_building_from_them():
+    w, mu, sd, t = _case("kde", n=5)
+    sd[1] = np.logspace(-3, 3, mu.shape[1])  # a row with many boxes: the widest, then dropped
+    keep = np.array([True, False, True, False, True])
+    whole = BoxExpansion(w, mu, sd**2)
+    alone = BoxExpansion(w[keep], mu[keep], sd[keep] ** 2)
+    picked = whole.rows(keep)
+    np.testing.assert_array_equal(picked.n_boxes, alone.n_boxes)
+    assert picked.centre.shape == alone.centre.shape
+    np.testing.assert_array_equal(picked.cdf(t[keep]), alone.cdf(t[keep]))
 
 
 def test_blocking_does_not_change_the_values(monkeypatch):

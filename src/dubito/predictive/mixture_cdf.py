@@ -110,7 +110,7 @@ def mixture_cdf(w: np.ndarray, mu: np.ndarray, sd: np.ndarray, t: np.ndarray, *,
                 r = r[cheap]
                 if r.size == 0:
                     continue
-                box = BoxExpansion(w[r], mu[r], sd[r] ** 2)
+                box = box.rows(cheap)
             f = box.cdf(t[r])
             if relative_tail:
                 tail_rows, tail_pts = np.nonzero(f < TAIL)
@@ -180,6 +180,18 @@ class BoxExpansion:
         self._mass = moments[0]
         sign = np.where(np.arange(ORDER) % 2 == 0, 1.0, -1.0)
         self._coef = np.moveaxis(moments[1:] * sign[:, None, None], 0, -1)
+
+    def rows(self, keep: np.ndarray) -> "BoxExpansion":
+        """The expansion of the rows ``keep`` (a boolean mask) only: each row's boxes and moments are
+        its own, so this equals building it from those rows, without redoing the moments."""
+        out = object.__new__(BoxExpansion)
+        out.n_boxes = self.n_boxes[keep]
+        width = int(out.n_boxes.max()) if out.n_boxes.size else 0
+        out.centre = self.centre[keep, :width]
+        out.scale = self.scale[keep, :width]
+        out._mass = self._mass[keep, :width]
+        out._coef = self._coef[keep, :width]
+        return out
 
     def cdf(self, t: np.ndarray) -> np.ndarray:
         """F at points t of shape (N, T), clipped to [0, 1]."""
