@@ -10,10 +10,10 @@ tens of MB at once.
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import logsumexp, ndtr, ndtri
+from scipy.special import logsumexp, ndtri
 
 from dubito.predictive.base import StoredMoments, as_numpy
-from dubito.predictive.mixture_cdf import TAIL, expansion_for, mixture_cdf
+from dubito.predictive.mixture_cdf import TAIL, direct_cdf_pdf_pairs, expansion_for, mixture_cdf
 from dubito.predictive.normal import (
     _LOG_SQRT_2PI,
     _first_bad,
@@ -115,12 +115,7 @@ def _quantile_block(w, mu, sd, mean, std, q, rtol, max_iter):
             f[sel], d[sel] = box.cdf_pdf_pairs(rows[idx[sel]], x[idx[sel]])
         direct = idx[~sel]
         if direct.size:
-            rr = rows[direct]
-            s = sd[rr]
-            z = (x[direct, None] - mu[rr]) / s
-            ww = w[rr]
-            f[~sel] = np.einsum("em,em->e", ww, ndtr(z))
-            d[~sel] = np.einsum("em,em->e", ww / s, np.exp(-0.5 * z * z)) * np.exp(-_LOG_SQRT_2PI)
+            f[~sel], d[~sel] = direct_cdf_pdf_pairs(w, mu, sd, rows[direct], x[direct])
         return f - qc[idx], d
 
     act = np.flatnonzero(hi > lo)  # lo == hi: every live component gives the same answer

@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import ndtr
 
-__all__ = ["BoxExpansion", "expansion_for", "mixture_cdf"]
+__all__ = ["BoxExpansion", "direct_cdf_pdf_pairs", "expansion_for", "mixture_cdf"]
 
 #: highest derivative of Phi kept per box (see the module's error bound)
 ORDER = 18
@@ -132,6 +132,23 @@ def _direct_pairs(w, mu, sd, rows, x):
         r = rows[e]
         out[e] = np.einsum("em,em->e", ndtr((x[e, None] - mu[r]) / sd[r]), w[r])
     return out
+
+
+def direct_cdf_pdf_pairs(w, mu, sd, rows, x):
+    """(F, p) at (row, point) pairs (rows[e], x[e]) by the direct sums over the components, from
+    one z: F = sum_m w_m Phi(z_em), p = sum_m w_m phi(z_em) / sd_rm (the expansion's
+    `BoxExpansion.cdf_pdf_pairs` for the rows it does not take)."""
+    f = np.empty(x.shape[0])
+    p = np.empty(x.shape[0])
+    step = max(1, _BLOCK // max(1, mu.shape[1]))
+    for e0 in range(0, x.shape[0], step):
+        e = slice(e0, e0 + step)
+        r = rows[e]
+        s = sd[r]
+        z = (x[e, None] - mu[r]) / s
+        f[e] = np.einsum("em,em->e", w[r], ndtr(z))
+        p[e] = np.einsum("em,em->e", w[r] / s, np.exp(-0.5 * z * z)) * _INV_SQRT_2PI
+    return f, p
 
 
 def _direct_cdf(w, mu, sd, t):
