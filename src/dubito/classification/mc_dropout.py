@@ -55,17 +55,11 @@ Validated fitting (`dubito.early_stopping`, issue 19). ``fit`` holds out ``valid
 ``DEFAULT_VALIDATION_FRACTION``), drawn stratified by class (`holdout_split` with ``classes=y``:
 ceil(0.1 n_c) rows of each class c, one row of each always kept for training), never the test
 split; ``validation_data=(X_val, y_val)`` replaces the draw (the thesis's fixed validation split,
-20 % [T §4.1]; pass ``validation_fraction=0`` there). After each epoch it scores the held-out NLL
-
-    NLL_val = -(1/N_val) Σ_{(x, y) held out} log softmax(f(x; ω̄))_y,
-
-f(·; ω̄) the mean network (dropout off, i.e. the weight-scaling approximation of the T-pass
-predictive, eq. 2.23): one cheap deterministic pass instead of T stochastic ones, and the data
-term only (the dropout regularisers Σ R_i are a prior term, not a likelihood). Training stops
-after ``patience`` = 20 epochs (``DEFAULT_PATIENCE``, docs/design.md) without a drop of more
-than 1e-6 nats (the tolerance of earlier versions, kept so that the thesis's models train
-alike), and the best epoch's weights are restored. ``validation_fraction=0`` trains on every row
-for ``epochs`` epochs. The epochs run in the shared loop `dubito.training_loop.run_epochs`. Recorded: ``validation_curve_`` (epochs run,), ``best_epoch_`` (from 1),
+20 % [T §4.1]; pass ``validation_fraction=0`` there). After each epoch it scores the held-out NLL20 % [T §4.1]; pass ``validation_fraction=0`` there). After each epoch it scores the held-out NLL
+of the mean network (dropout off) and stops after ``patience`` = 20 epochs (``DEFAULT_PATIENCE``,
+docs/design.md) without a drop of more than 1e-6 nats, restoring the best epoch's weights
+(`dubito.classification.mc_dropout_training`). ``validation_fraction=0`` trains on every row
+for ``epochs`` epochs. Recorded: ``validation_curve_`` (epochs run,), ``best_epoch_`` (from 1),
 ``stopped_by_`` ("patience" or "cap"). The held-out draw uses the third of the fit's four seeds
 (``seeds_from(random_state, 4)``: init, training, held-out rows, prediction), so the other
 streams do not depend on it.
@@ -80,17 +74,9 @@ otherwise); a user network receives X as given (``standardize="auto"``).
 The estimator base is `dubito._estimator.DubitoClassifier` (``predict``: the most probable class of
 ``predict_proba``; ``save`` / ``load`` through ``_state`` / ``_from_state``).
 
-Persistence (no pickle): ``est.save(path)`` writes one ``.safetensors`` file (`dubito.io`): the
-network's ``state_dict`` (``net.*``), the input scaling, loss / validation curves and rate history
-as tensors, the constructor settings and fitted scalars (K, seeds, rates, best epoch, stopped by,
-...) as JSON metadata (files written before validated fitting load with their ``val_nll_curve``
-as ``validation_curve_`` and ``stopped_by_ = "cap"``);
-``MCDropoutClassifier.load(path)`` rebuilds the network from the settings and loads the weights,
-so the loaded model predicts bit-identically (same ``random_state``, same device). A user network
-(an nn.Module or callable) is not JSON: ``save`` stores its weights and class name, and ``load``
-needs the architecture back, ``load(path, network=module_or_callable)`` (the same module or
-callable that was passed at construction; its weights are replaced by the saved ones, the argument
-itself is not changed); loading such a file without ``network`` raises ValueError.
+Persistence (no pickle): ``est.save(path)`` writes one ``.safetensors`` file and
+``MCDropoutClassifier.load(path)`` rebuilds the model from it, predicting bit-identically; a user
+network needs ``load(path, network=module_or_callable)`` (`dubito.classification.mc_dropout_io`).
 """
 
 from __future__ import annotations
@@ -100,11 +86,10 @@ import warnings
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from dubito import io
-from dubito._estimator import DubitoClassifier, check_stored_size, seeds_from
+from dubito._estimator import DubitoClassifier, seeds_from
 from dubito._estimator import check_device as _check_device
 from dubito._validation import (
     check_bool,
@@ -115,171 +100,29 @@ from dubito._validation import (
     check_widths,
     to_numpy_if_tensor,
 )
-from dubito.classification.networks import DROPOUTS, build_network
+from dubito.classification.labels import check_labels, encode_labels, fit_classes
+from dubito.classification.mc_dropout_io import mc_dropout_from_state, mc_dropout_state
+from dubito.classification.mc_dropout_training import train_network
+from dubito.classification.mc_dropout_wrap import wrap_model
+from dubito.classification.mc_passes import mc_logits
+from dubito.classification.networks import DROPOUTS, _is_module_network, build_network
 from dubito.classification.networks import insert_dropout as _insert_dropout
 from dubito.early_stopping import (
     DEFAULT_PATIENCE,
     DEFAULT_VALIDATION_FRACTION,
-    EarlyStopping,
     check_patience,
     check_validation_fraction,
     holdout_split,
 )
-from dubito.nn.concrete_dropout import (
-    MCNoise,
-    StochasticDropout,
-    dropout_modules,
-    dropout_rates,
-    mc_mode,
-    regularization,
-    regularized_parameters,
-)
-from dubito.nn.feature_layer import find_feature_layer, input_batches
+from dubito.nn.concrete_dropout import MCNoise, dropout_modules, dropout_rates
+from dubito.nn.feature_layer import input_batches
 from dubito.nn.pilotnet import check_image_shape
 from dubito.predictive.classes import ClassPredictive
-from dubito.training_loop import module_snapshots, run_epochs
 
 __all__ = ["MCDropoutClassifier", "check_labels", "encode_labels", "fit_classes", "mc_logits", "wrap"]
 
-_FITTED_TENSORS = ("x_mean_", "x_scale_", "loss_curve_", "validation_curve_", "rate_history_")
-
-#: The tolerance of the stopping rule: a held-out NLL counts as better when it is lower by more than this
-#: (nats; the rule of earlier versions, so the thesis experiment's models train as before).
-_MIN_DELTA = 1e-6
-
 OPTIMIZERS = ("adam", "rmsprop")
 EXPANDS = ("dropout", "input")
-
-
-def check_labels(y: np.ndarray, n_classes: int | None) -> tuple[np.ndarray, int]:
-    """y as int64 labels in 0..K-1 and K (``n_classes``, or max(y) + 1); one ValueError otherwise.
-
-    Refused: labels that are not integers (scikit-learn's "Unknown label type: continuous"),
-    negative or >= K, strings (encode them, e.g. ``sklearn.preprocessing.LabelEncoder``), and, when
-    K is inferred (``n_classes`` None), a y holding a single class: K = max(y) + 1 would then make
-    classes that were never seen, and a network trained on one class predicts it everywhere with
-    full confidence, which is no honest answer (scikit-learn's convention for one class present is
-    this ValueError, as ``LogisticRegression``). With ``n_classes`` given one class may be present
-    (e.g. a few newly labelled rows for ``fine_tune``). `MCDropoutClassifier.fit` without
-    ``n_classes`` maps labels as scikit-learn does instead (`fit_classes`).
-    """
-    y = _integer_labels(y)  # the refusals of non-numeric and continuous labels
-    if y.min() < 0:
-        raise ValueError(f"y must hold class labels 0..K-1; got a negative label ({int(y.min())})")
-    k = int(y.max()) + 1 if n_classes is None else int(n_classes)
-    if y.max() >= k:
-        raise ValueError(f"y holds labels outside 0..{k - 1} (n_classes={k}): largest label {int(y.max())}")
-    if k < 2:
-        raise ValueError("y holds a single class (0); a classifier needs K >= 2 classes (set n_classes)")
-    if n_classes is None and y.min() == y.max():
-        raise ValueError(f"y holds a single class ({int(y[0])}): a classifier needs examples of at least 2 classes; "
-                         f"set n_classes=K to train a K-class model on the class present")
-    return y, k
-
-
-def _integer_labels(y) -> np.ndarray:
-    """y as int64 class labels (any integers); one ValueError for non-numeric or continuous labels."""
-    try:
-        y = np.asarray(y, dtype=np.float64)
-    except (TypeError, ValueError):
-        first = np.asarray(y, dtype=object).reshape(-1)[:1]
-        raise ValueError("y must hold integer class labels; got non-numeric labels "
-                         f"(e.g. {first[0] if first.size else None!r}): encode them first, e.g. with "
-                         "sklearn.preprocessing.LabelEncoder") from None
-    if not np.all(y == np.round(y)):
-        raise ValueError("Unknown label type: continuous. y must hold integer class labels; got non-integer "
-                         f"values (e.g. {y[y != np.round(y)][0]!r}); for a continuous target use a regressor")
-    if np.any(np.abs(y) > 2.0**62):
-        raise ValueError("y holds labels beyond +-2**62, which int64 labels cannot hold")
-    return y.astype(np.int64)
-
-
-def fit_classes(y) -> tuple[np.ndarray, np.ndarray]:
-    """(classes, codes) as scikit-learn: the distinct integer labels of y, sorted, and each row's
-    index among them (labels {0, 5, 10} give 3 classes, not 11). At least two classes (a network
-    trained on one predicts it everywhere with full confidence: `check_labels`' reasoning)."""
-    classes, codes = np.unique(_integer_labels(y), return_inverse=True)
-    if classes.size < 2:
-        raise ValueError(f"y holds a single class ({int(classes[0]) if classes.size else None}): a classifier needs "
-                         "examples of at least 2 classes; set n_classes=K (labels 0..K-1) to train a K-class model "
-                         "on the class present")
-    return classes, codes.astype(np.int64).reshape(-1)
-
-
-def encode_labels(y, classes: np.ndarray) -> np.ndarray:
-    """Each label of y as its index in the fitted ``classes``; one ValueError naming a label the
-    model was not fitted on."""
-    y = _integer_labels(y)
-    codes = np.clip(np.searchsorted(classes, y), 0, classes.size - 1)
-    unknown = classes[codes] != y
-    if np.any(unknown):
-        raise ValueError(f"y holds labels the model was not fitted on (e.g. {int(y[unknown][0])}); its classes are "
-                         f"{classes.tolist()[:20]}{' ...' if classes.size > 20 else ''}")
-    return codes.astype(np.int64)
-
-
-@torch.no_grad()
-def mc_logits(model: nn.Module, x: torch.Tensor, n_samples: int, *, batched: bool = True, expand: str = "dropout",
-              generator: torch.Generator | None = None, noise: MCNoise | None = None) -> torch.Tensor:
-    """T = ``n_samples`` MC-dropout passes of ``model`` at ``x`` (B, ...): logits (T, B, K).
-
-    Inside `mc_mode` (only dropout stochastic, BatchNorm in evaluation mode). ``batched=True``: one
-    forward over T·B rows, the input repeated pass-major (row t B + b) at the first dropout layer
-    (``expand="dropout"``) or at the input (``expand="input"``); ``batched=False``: a loop of T
-    forwards (the reference the batched form equals, and the benchmark's baseline).
-
-    Masks: pass t is one sampled network ω_t for all B inputs (our dropout layers share their noise
-    by the rows, `dubito.nn.concrete_dropout.MCNoise`), so the logits of an input do not depend on
-    the other rows or their order, and the loop and the batched form see the same masks. ``noise``
-    (an ``MCNoise(T)``) keeps the draws for another call: pass the same one for every chunk of the
-    inputs to get the masks of one call over all of them; None draws new ones (from ``generator``,
-    given to our dropout layers, or torch's global generator). PyTorch's ``nn.Dropout`` layers draw
-    a mask per row from the global generator: with them an input's logits depend on the batch.
-    """
-    t = int(n_samples)
-    b = x.shape[0]
-    if noise is None:
-        noise = MCNoise(t)
-    elif noise.n_passes != t:
-        raise ValueError(f"noise holds the draws of {noise.n_passes} MC passes, not n_samples = {t}")
-    with mc_mode(model, generator, noise):
-        if not batched:
-            out = []
-            try:
-                for i in range(t):
-                    noise.begin(pass_index=i)
-                    out.append(model(x))
-            finally:
-                noise.begin()
-            return torch.stack(out)
-        noise.begin()
-        if expand == "input":
-            out = model(x.repeat(t, *([1] * (x.dim() - 1))))
-        else:
-            def expand_rows(module, args):
-                h = args[0]
-                if t > 1 and h.shape[0] == b:
-                    return (h.repeat(t, *([1] * (h.dim() - 1))), *args[1:])
-                return None
-
-            handles = [m.register_forward_pre_hook(expand_rows) for m in dropout_modules(model)]
-            try:
-                out = model(x)
-            except RuntimeError as exc:
-                raise ValueError(
-                    f"MC passes expanded at the first dropout layer failed ({exc}); if the model's dropout sits in "
-                    "one of several branches, use mc_expand='input' (repeat the input instead)") from None
-            finally:
-                for h in handles:
-                    h.remove()
-        if out.shape[0] != t * b:
-            raise ValueError(f"the model returned {out.shape[0]} rows for {b} inputs x {t} passes: its output does "
-                             "not pass through a dropout layer")
-        return out.reshape(t, b, *out.shape[1:])
-
-
-def _is_module_network(network) -> bool:
-    return isinstance(network, nn.Module) or (callable(network) and not isinstance(network, str))
 
 
 class MCDropoutClassifier(DubitoClassifier):
@@ -487,38 +330,7 @@ class MCDropoutClassifier(DubitoClassifier):
         ``MCDropoutClassifier(network=model)``. A wrapped, unfitted model cannot be ``save``-d:
         it is your module (save its ``state_dict``) and wrapping trains nothing.
         """
-        if not isinstance(model, nn.Module):
-            raise ValueError(f"wrap needs a torch nn.Module, got {type(model).__name__}")
-        est = cls(dropout=dropout, network=model, insert_dropout=insert_dropout, **params)
-        s = est._settings()
-        if s["dropout"] == "none":
-            raise ValueError("wrap is for MC dropout: dropout must be 'bernoulli', 'concrete' or 'multidrop'")
-        if est.standardize is True:
-            raise ValueError("standardize=True needs the training inputs' mean and sd, which a wrapped model does not "
-                             "have: wrap uses the model on X as given; to train with standardised inputs use "
-                             "MCDropoutClassifier(network=model, standardize=True).fit(X, y)")
-        if not insert_dropout and not dropout_modules(model):
-            raise ValueError(
-                f"the model ({type(model).__name__}) has no dropout layers (nn.Dropout, ConcreteDropout, MultiDrop, "
-                "BernoulliDropout), so MC dropout would return T identical passes: pass insert_dropout=True to put "
-                f"{dropout!r} dropout before its head, or add dropout layers yourself")
-        net = model
-        if insert_dropout:  # on a copy: the user's model is not changed
-            net = copy.deepcopy(model)
-            _insert_dropout(net, s["dropout"], **est._dropout_kwargs(s))
-        est.classes_, est.n_classes_ = _wrapped_classes(net, classes, s["n_classes"])
-        est.net_ = net
-        est.wrapped_ = True
-        est.image_shape_ = s["image_shape"]
-        est.predict_seed_ = seeds_from(est.random_state, 4)[3]  # fit's prediction stream
-        est.dropout_rates_ = dropout_rates(net)
-        est.n_train_ = 0
-        est.loss_curve_ = np.zeros(0)
-        est.validation_curve_ = np.zeros(0)
-        est.rate_history_ = np.asarray([est.dropout_rates_], dtype=np.float64).reshape(1, -1)
-        est.best_epoch_ = 0
-        est.stopped_by_ = "cap"
-        return est
+        return wrap_model(cls, model, classes=classes, dropout=dropout, insert_dropout=insert_dropout, **params)
 
     def _wrapped_inputs(self, X, rows: int):
         """Batches of a wrapped model's inputs (`dubito.nn.feature_layer.input_batches`), flat rows
@@ -573,7 +385,7 @@ class MCDropoutClassifier(DubitoClassifier):
             net = self._build(s, X.shape[1], k).to(dev)
         self._check_output(net, X, k, s)
         with self._rng(train_seed, dev):
-            self._train(net, X, y, Xv, yv, s)
+            train_network(self, net, X, y, Xv, yv, s)
         self.net_ = net.eval()
         self.wrapped_ = False
         self.dropout_rates_ = dropout_rates(net)
@@ -610,7 +422,7 @@ class MCDropoutClassifier(DubitoClassifier):
             yv = encode_labels(yv, self.classes_)
         seed = seeds_from(None, 1)[0] if random_state is None else check_int(random_state, "random_state", min_value=0)
         with self._rng(seed, s["device"]):
-            self._train(self.net_, X, y, Xv, yv, s)
+            train_network(self, self.net_, X, y, Xv, yv, s)
         self.net_.eval()
         self.n_train_ = int(X.shape[0])
         self.dropout_rates_ = dropout_rates(self.net_)
@@ -652,93 +464,6 @@ class MCDropoutClassifier(DubitoClassifier):
         if out.dim() != 2 or out.shape != (x.shape[0], k):
             raise ValueError(f"the network must return logits of shape (batch, K) = ({x.shape[0]}, {k}); it returned "
                              f"{tuple(out.shape)}")
-
-    def _train(self, net, X, y, Xv, yv, s) -> None:
-        """Mini-batch training (module docstring's loss) for at most ``epochs`` epochs, one
-        permutation of the rows per epoch from torch's global generator (seeded by the caller), in
-        the shared epoch loop `dubito.training_loop.run_epochs`.
-
-        With held-out rows (Xv, yv), `_mean_net_nll` is scored after each epoch (`EarlyStopping`,
-        tolerance ``_MIN_DELTA``); with ``early_stopping`` training ends after ``patience`` epochs
-        without improvement and ``net`` gets its best epoch's weights back (without it the held-out
-        NLL is only recorded: a patience of ``epochs`` + 1 never ends training). Sets ``loss_curve_``,
-        ``validation_curve_``, ``best_epoch_``, ``stopped_by_`` and ``rate_history_``."""
-        dev = s["device"]
-        n = X.shape[0]
-        covered = regularized_parameters(net)
-        l2 = [p for p in net.parameters() if p.requires_grad and id(p) not in covered]
-        lam = s["weight_regularizer"]
-        params = [p for p in net.parameters() if p.requires_grad]
-        sites = [m for m in net.modules() if isinstance(m, StochasticDropout)]
-        history = [[float(m.p_drop.detach().float().mean()) for m in sites]]
-        curve, record, stopper = np.zeros(0), None, None
-        if s["epochs"] > 0:
-            opt_cls = torch.optim.Adam if s["optimizer"] == "adam" else torch.optim.RMSprop
-            opt = opt_cls(params, lr=s["lr"])
-            xt = self._tensor(X, s)
-            yt = torch.as_tensor(y, dtype=torch.long, device=dev)
-            batch = min(s["batch_size"], n)
-
-            def train_epoch(epoch: int) -> float:
-                net.train()
-                perm = torch.randperm(n).to(dev)
-                total = torch.zeros((), dtype=torch.float64, device=dev)  # summed on the device: no host copy per step
-                for start in range(0, n, batch):
-                    idx = perm[start : start + batch]
-                    loss = F.cross_entropy(net(xt[idx]), yt[idx]) + regularization(net, n).to(dev)
-                    if lam > 0 and l2:
-                        loss = loss + lam * sum(p.pow(2).sum() for p in l2)
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    opt.step()
-                    total += loss.detach().double() * idx.shape[0]
-                history.append([float(m.p_drop.detach().float().mean()) for m in sites])
-                return float(total) / n
-
-            validate = keep_best = restore_best = None
-            if Xv is not None:
-                xv = self._tensor(Xv, s)
-                yvt = torch.as_tensor(yv, dtype=torch.long, device=dev)
-                patience = s["patience"] if self.early_stopping else s["epochs"] + 1
-                stopper = EarlyStopping(patience, 1, min_delta=_MIN_DELTA)
-
-                def validate():
-                    return [self._mean_net_nll(net, xv, yvt, s)]
-
-                if self.early_stopping:
-                    keep_best, restore = module_snapshots(net)
-
-                    def restore_best():
-                        if stopper.best_epoch[0] > 0:  # 0: no finite held-out NLL, keep the last weights
-                            restore()
-
-            record = run_epochs(train_epoch, epochs=s["epochs"], description="MC dropout", progress=self.progress,
-                                validate=validate, keep_best=keep_best, restore_best=restore_best, stopper=stopper,
-                                lr=s["lr"], naive_loss=float(np.log(self.n_classes_)))
-            curve = record.loss_curve
-        net.eval()
-        self.loss_curve_ = np.asarray(curve, dtype=np.float64)
-        self.rate_history_ = np.asarray(history).reshape(len(history), len(sites))
-        self.stopped_by_ = "cap"
-        self.best_epoch_ = len(curve)
-        if stopper is None:
-            self.validation_curve_ = np.zeros(0)
-            return
-        self.validation_curve_ = record.validation_curve.reshape(-1)
-        if self.early_stopping and stopper.best_epoch[0] > 0:
-            self.best_epoch_ = int(record.best_epoch[0])
-            self.stopped_by_ = record.stopped_by
-
-    def _mean_net_nll(self, net, xv, yv, s) -> float:
-        """Held-out NLL of the mean network (eval mode: dropout off, BatchNorm's running
-        statistics), -(1/N_val) Σ log softmax(f(x))_y in float64 (module docstring)."""
-        net.eval()
-        total = 0.0
-        with torch.no_grad():
-            for start in range(0, xv.shape[0], 4096):
-                logits = net(xv[start : start + 4096]).double()
-                total += float(F.cross_entropy(logits, yv[start : start + 4096], reduction="sum"))
-        return total / xv.shape[0]
 
     # ------------------------------------------------------------------ predict
     def sample_logits(self, X, *, n_samples: int | None = None, random_state=None) -> np.ndarray:
@@ -796,113 +521,20 @@ class MCDropoutClassifier(DubitoClassifier):
         return io.json_params(self, **({"network": None} if _is_module_network(self.network) else {}))
 
     def _state(self) -> tuple[dict[str, torch.Tensor], dict]:
-        """(tensors, settings) of the fitted model: what `save` writes (also used by
-        `DeepEnsembleClassifier` and `KFACLaplace`, under a prefix). A user network's weights are
-        saved with its class name; `load` then needs ``network=`` (module docstring)."""
-        check_fitted(self, ["net_"])
-        if getattr(self, "wrapped_", False):
-            raise ValueError("this model was made by MCDropoutClassifier.wrap and not fitted: it is your torch module as "
-                             "is, so save that (torch.save(model.state_dict())) and wrap it again after loading "
-                             "(wrapping trains nothing); or fit it first, then save")
-        # clone: a module registered twice (a wrapped head) shares storage, which safetensors refuses
-        tensors = {f"net.{k}": v.detach().clone() for k, v in self.net_.state_dict().items()}
-        for name in _FITTED_TENSORS:
-            tensors[name.rstrip("_")] = torch.as_tensor(np.asarray(getattr(self, name), dtype=np.float64))
-        user = _is_module_network(self.network)
-        fitted = dict(
-            **self._common_fitted(),
-            **self._training_fitted(),
-            n_classes=int(self.n_classes_),
-            classes=[int(c) for c in self.classes_],
-            image_shape=None if self.image_shape_ is None else [int(d) for d in self.image_shape_],
-            predict_seed=int(self.predict_seed_),
-            dropout_rates=[float(r) for r in self.dropout_rates_],
-            user_network=type(self.network).__name__ if user else None,
-        )
-        return tensors, {"params": self._json_params(), "fitted": fitted}
+        """(tensors, settings) of the fitted model: what `save` writes (`mc_dropout_state`)."""
+        return mc_dropout_state(self)
 
     @classmethod
     def _from_state(cls, tensors: dict, settings: dict, *, device=None, where: str = "",
                     network=None) -> MCDropoutClassifier:
-        """The classifier rebuilt from `_state`'s output (`load`). ``network`` is required for (and
-        only accepted with) a model saved with a user network: the same nn.Module or callable as at
-        construction (the saved weights replace its own in a copy)."""
-        with io.rebuilding(where, cls.__name__):
-            params = io.params_from_json(settings["params"], device=device)
-            fitted = settings["fitted"]
-            user_name = fitted.get("user_network")
-            if user_name is not None:
-                if network is None:
-                    raise ValueError(
-                        f"{where} holds a model with a user network ({user_name}), which a file cannot rebuild: pass the "
-                        f"architecture, {cls.__name__}.load(path, network=<the {user_name} module or callable>)")
-                if not _is_module_network(network):
-                    raise ValueError(f"network must be a torch nn.Module or a callable returning one, got {network!r}")
-                params["network"] = network
-            elif network is not None:
-                raise ValueError(f"{where} holds a built-in {params.get('network')!r} network; load it without network=")
-            est = cls(**params)
-            s = est._settings()
-            p, k = est._restore_common(fitted), int(fitted["n_classes"])
-            if user_name is None:  # a built-in network (`build_network`): its head, and an MLP's feature layer
-                head = (*s["hidden"], k) if s["hidden"] else (1, k)
-                check_stored_size(tensors, "net.", (p, s["features"], *head) if s["network"] == "mlp" else head)
-            elif k > sum(int(t.numel()) for name, t in tensors.items() if name.startswith("net.")):
-                raise RuntimeError(f"the settings claim {k} classes, more than the numbers the file's network holds")
-            classes = fitted.get("classes")  # files before scikit-learn's labels: 0..K-1
-            est.classes_ = np.arange(k) if classes is None else np.asarray(classes, dtype=np.int64)
-            if est.classes_.shape != (k,) or (k > 1 and np.any(np.diff(est.classes_) <= 0)):
-                raise RuntimeError(f"the saved classes are not {k} distinct sorted labels")
-            est.n_classes_ = k
-            est.image_shape_ = None if fitted["image_shape"] is None else tuple(int(d) for d in fitted["image_shape"])
-            if "validation_curve" not in tensors and "val_nll_curve" in tensors:  # a file from before issue 19
-                tensors = dict(tensors, validation_curve=tensors["val_nll_curve"])
-            for name in _FITTED_TENSORS:
-                if name != "validation_curve_":
-                    setattr(est, name, tensors[name.rstrip("_")].double().numpy())
-            if est.x_mean_.shape != (p,) or est.x_scale_.shape != (p,):
-                raise ValueError(f"{where} is a {cls.__name__} file with inconsistent tensor shapes (corrupted?)")
-            # files written before validated fitting do not say why training ended: "cap"
-            est._restore_training(fitted, tensors, len(est.loss_curve_))
-            est.predict_seed_ = int(fitted["predict_seed"])
-            est.dropout_rates_ = [float(r) for r in fitted["dropout_rates"]]
-            with cls._rng(0, torch.device("cpu")):  # the init is overwritten; keep the caller's RNG as it was
-                net = est._build(s, p, k)
-            # one forward as at fit (sets the dropout layers' lazily found unit counts)
-            est._check_output(net, np.zeros((2, p)), k, dict(s, device=torch.device("cpu")))
-            state = {name[len("net."):]: v for name, v in tensors.items() if name.startswith("net.")}
-            net.load_state_dict(state, strict=True)
-            est.net_ = net.to(s["device"]).eval()
-        return est
+        """The classifier rebuilt from `_state`'s output (`load`; `mc_dropout_from_state`)."""
+        return mc_dropout_from_state(cls, tensors, settings, device=device, where=where, network=network)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = False  # seeded: repeated calls agree
         return tags
 
-
-def _wrapped_classes(net: nn.Module, classes, n_classes: int | None) -> tuple[np.ndarray, int]:
-    """(classes_, K) of a wrapped model: ``classes`` (1-D, distinct, >= 2), else ``n_classes``, else
-    the last ``nn.Linear``'s ``out_features``; one ValueError for each conflict."""
-    if classes is not None:
-        labels = np.asarray(to_numpy_if_tensor(classes))
-        if labels.ndim != 1 or labels.size < 2 or np.unique(labels).size != labels.size:
-            raise ValueError(f"classes must be a 1-D sequence of >= 2 distinct labels, got {classes!r}")
-        if n_classes is not None and n_classes != labels.size:
-            raise ValueError(f"classes has {labels.size} labels but n_classes = {n_classes}")
-        return labels, int(labels.size)
-    if n_classes is not None:
-        return np.arange(n_classes), n_classes
-    try:
-        head = find_feature_layer(net, None)[1]
-    except ValueError:
-        raise ValueError(f"cannot tell the number of classes of the model ({type(net).__name__}): it has no nn.Linear "
-                         "head; pass classes=[...] or n_classes=K") from None
-    k = int(head.out_features)
-    if k < 2:
-        raise ValueError(f"the model's last nn.Linear has {k} output; a classifier needs logits for K >= 2 classes "
-                         "(for a single binary logit, output [0, logit] instead)")
-    return np.arange(k), k
 
 
 def wrap(model: nn.Module, *, dropout: str = "bernoulli", insert_dropout: bool = False, **params) -> MCDropoutClassifier:

@@ -40,6 +40,11 @@ DROPOUTS = ("bernoulli", "concrete", "multidrop", "none")
 CNN_CHANNELS = (16, 32)
 
 
+def _is_module_network(network) -> bool:
+    """Whether ``network`` is a user's network (an nn.Module or a callable returning one), not a built-in name."""
+    return isinstance(network, nn.Module) or (callable(network) and not isinstance(network, str))
+
+
 def make_dropout(kind: str, layer: nn.Module, *, p: float = 0.1, temperature: float = 0.1,
                  weight_regularizer: float = 3.5e-6, dropout_regularizer: float | None = None,
                  weight_term: str = "kl", mc_sampler: str = "relaxed") -> nn.Module:
