@@ -19,18 +19,10 @@ normalisation stays w/(n-1) whatever the graph). Dividing by n - 1 keeps the con
 one node a *mean* over its neighbours, so it does not grow with the scene and swamp the
 unaries (spec §2.10, pitfall 12; the spec's pilot: PMI without it collapses at w = 1).
 
-Co-occurrence (`CooccurrenceStatistics.fit`) from label-only training scenes (spec §2.10):
-
-    C[a, b] = s0 + Σ_scenes Σ_{i ≠ j} 1[y_i = a, y_j = b]   (ordered pairs of distinct objects),
-    P(a, b) = C / Σ C,  P(a) = Σ_b P(a, b),  P(b | a) = C[a, b] / Σ_b' C[a, b'],
-
-s0 = 1 (``DEFAULT_SMOOTHING``, spec §2.10: additive / Laplace smoothing, which keeps every Φ
-finite). C is symmetric by construction. Two objects of the same class in one scene count
-towards C[a, a] (a class may repeat in a scene, spec pitfall 12). Φ (``potential``):
-
-* ``"log_conditional"`` (default, spec §2.10 (i)): Φ[a, b] = ½ (log P(b | a) + log P(a | b));
-* ``"pmi"`` (spec §2.10 (ii)): Φ[a, b] = log P(a, b) / (P(a) P(b)). PMI collapses sooner
-  (spec §5.2 pilot: w = 4 gives accuracy 0.27 vs 0.50 for the log-conditional).
+Co-occurrence (`CooccurrenceStatistics.fit`, `dubito.classification.cooccurrence`) from label-only
+training scenes (spec §2.10): smoothed counts C of ordered pairs of distinct objects per scene, and
+Φ (``potential``) the symmetrised log-conditional ½ (log P(b | a) + log P(a | b)) (default) or the
+PMI log P(a, b) / (P(a) P(b)).
 
 Inference (`CooccurrenceCRF.refine`, node marginals P(y_i = c | x); `map_labels`, the MAP):
 
@@ -92,8 +84,29 @@ from dubito._validation import (
     check_float,
     check_int,
 )
+from dubito.classification.cooccurrence import (
+    DEFAULT_SMOOTHING,
+    POTENTIALS,
+    CooccurrenceStatistics,
+)
+from dubito.classification.crf_inputs import (
+    _is_predictive,
+    adjacency_matrix,
+    labelled_scenes,
+    scene_list,
+    scene_probs,
+)
+from dubito.classification.crf_kernels import (
+    _log_joint,
+    _loopy_bp,
+    _pair_scale,
+    _pl_features,
+    _pl_value,
+    _tensor_marginals,
+    _unary_log,
+)
 from dubito.predictive.base import as_numpy
-from dubito.predictive.classes import PROB_ATOL, ClassPredictive
+from dubito.predictive.classes import ClassPredictive
 
 __all__ = [
     "DEFAULT_DAMPING",
@@ -110,8 +123,6 @@ __all__ = [
     "CooccurrenceStatistics",
 ]
 
-#: Additive smoothing s0 of the pair counts (spec §2.10: "smoothing s0 = 1").
-DEFAULT_SMOOTHING = 1.0
 #: Largest number of configurations enumerated exactly (spec §2.10: "K^n <= 2·10^6").
 DEFAULT_MAX_EXACT = 2_000_000
 #: Labels kept per node by top-k pruning (spec §2.10: "k = 5").
@@ -132,206 +143,7 @@ _PL_MAX = 100.0
 #: NLL floor of the grid score (= dubito.metrics.classification.NLL_FLOOR, spec §7.15).
 _NLL_FLOOR = 1e-7
 
-#: Loopy BP builds (senders, n, K, K) score blocks of at most this many float64 (32 MiB).
-_BP_BLOCK_ELEMENTS = 2**22
-
-POTENTIALS = ("log_conditional", "pmi")
 INFERENCE = ("auto", "exact", "pruned", "loopy")
-_LOG_TINY = math.log(np.finfo(np.float64).tiny)  # log of a zero probability, ~ -708.4
-
-
-# ====================================================================== co-occurrence
-def _check_scene_labels(labels, k: int, name: str) -> np.ndarray:
-    """One scene's labels -> (n,) int64 in 0..k-1 (ValueError naming the problem)."""
-    arr = np.asarray(as_numpy(labels, name) if hasattr(labels, "detach") else labels)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D sequence of class labels, got shape {arr.shape}")
-    if arr.size == 0:
-        return arr.astype(np.int64)
-    if arr.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must hold integer class labels, got dtype {arr.dtype}")
-    if arr.dtype.kind == "f" and (not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr))):
-        raise ValueError(f"{name} must hold integer class labels, got non-integer values")
-    out = arr.astype(np.int64)
-    bad = (out < 0) | (out >= k)
-    if bad.any():
-        raise ValueError(f"{name} holds labels outside 0..{k - 1}: {sorted(set(out[bad].tolist()))[:10]}")
-    return out
-
-
-class CooccurrenceStatistics:
-    r"""Smoothed co-occurrence statistics of K classes and the CRF's log-potential Φ (spec §2.10).
-
-    ``CooccurrenceStatistics.fit(scene_labels, n_classes, smoothing=1.0)`` counts ordered pairs
-    of distinct objects per scene; ``CooccurrenceStatistics(pair_counts, smoothing=...)`` takes
-    the raw (unsmoothed) symmetric K x K pair counts directly. Attributes (float64 (K, K) or (K,)):
-
-    * ``pair_counts``  raw counts Σ_scenes Σ_{i≠j} 1[y_i = a, y_j = b] (symmetric);
-    * ``counts``       C = pair_counts + s0;
-    * ``joint``        P(a, b) = C / Σ C;   ``marginal`` P(a) = Σ_b P(a, b);
-    * ``conditional``  P(b | a) = C[a, b] / Σ_b' C[a, b'] (rows sum to 1);
-    * ``n_scenes``, ``n_pairs`` (ordered pairs counted), ``n_classes``.
-
-    ``log_potential(kind)`` gives Φ: ``"log_conditional"`` ½(log P(b|a) + log P(a|b)) (the
-    default, spec §2.10 (i)) or ``"pmi"`` log P(a,b)/(P(a)P(b)) (spec §2.10 (ii)); both symmetric.
-    """
-
-    def __init__(self, pair_counts, *, smoothing: float = DEFAULT_SMOOTHING, potential: str = "log_conditional",
-                 n_scenes: int | None = None):
-        raw = as_numpy(pair_counts, "pair_counts")
-        if raw.ndim != 2 or raw.shape[0] != raw.shape[1] or raw.shape[0] < 2:
-            raise ValueError(f"pair_counts must be a square (K, K) array with K >= 2, got shape {raw.shape}")
-        if not np.all(np.isfinite(raw)) or np.any(raw < 0):
-            raise ValueError("pair_counts must be finite and >= 0")
-        if not np.allclose(raw, raw.T, rtol=0, atol=1e-9 * max(1.0, float(np.abs(raw).max()))):
-            raise ValueError("pair_counts must be symmetric (ordered pairs of distinct objects are counted both ways)")
-        self.smoothing = check_float(smoothing, "smoothing", strictly_positive=True)
-        self.potential = check_choice(potential, "potential", POTENTIALS)
-        self.pair_counts = raw.copy()
-        self.n_classes = raw.shape[0]
-        self.n_scenes = n_scenes
-        self.n_pairs = float(raw.sum())
-        self.counts = raw + self.smoothing
-        self.joint = self.counts / self.counts.sum()
-        self.marginal = self.joint.sum(axis=1)
-        self.conditional = self.counts / self.counts.sum(axis=1, keepdims=True)
-        for arr in (self.pair_counts, self.counts, self.joint, self.marginal, self.conditional):
-            arr.setflags(write=False)
-
-    @classmethod
-    def fit(cls, scene_labels, n_classes: int, *, smoothing: float = DEFAULT_SMOOTHING,
-            potential: str = "log_conditional") -> CooccurrenceStatistics:
-        """Count ordered pairs of distinct objects in each scene (a sequence of label sequences).
-
-        Scenes of 0 or 1 object contribute no pair. For one scene with class counts c,
-        the ordered distinct pairs are c c^T - diag(c).
-        """
-        k = check_int(n_classes, "n_classes", min_value=2)
-        if isinstance(scene_labels, np.ndarray) and scene_labels.ndim == 2:
-            scene_labels = list(scene_labels)
-        try:
-            scenes = list(scene_labels)
-        except TypeError:
-            raise ValueError("scene_labels must be a sequence of scenes, each a sequence of class labels") from None
-        if not scenes:
-            raise ValueError("scene_labels is empty: co-occurrence statistics need at least one scene")
-        raw = np.zeros((k, k))
-        for s, labels in enumerate(scenes):
-            y = _check_scene_labels(labels, k, f"scene_labels[{s}]")
-            c = np.bincount(y, minlength=k).astype(np.float64)
-            raw += np.outer(c, c) - np.diag(c)
-        return cls(raw, smoothing=smoothing, potential=potential, n_scenes=len(scenes))
-
-    def log_potential(self, kind: str | None = None) -> np.ndarray:
-        """Φ (K, K), symmetric: ``kind`` "log_conditional" or "pmi" (default: ``self.potential``)."""
-        kind = self.potential if kind is None else check_choice(kind, "kind", POTENTIALS)
-        if kind == "pmi":
-            phi = np.log(self.joint) - np.log(np.outer(self.marginal, self.marginal))
-        else:
-            lc = np.log(self.conditional)
-            phi = 0.5 * (lc + lc.T)
-        return 0.5 * (phi + phi.T)  # exactly symmetric (removes rounding asymmetry)
-
-    def __repr__(self) -> str:
-        return (f"CooccurrenceStatistics(n_classes={self.n_classes}, n_scenes={self.n_scenes}, "
-                f"n_pairs={self.n_pairs:g}, smoothing={self.smoothing:g}, potential={self.potential!r})")
-
-
-# ====================================================================== inference kernels
-def _lse(x: np.ndarray, axis=None, keepdims: bool = False):
-    """log Σ exp(x) for finite x (every score here is finite: log 0 is floored). A plain numpy
-    version: scipy's logsumexp costs ~0.2 ms of overhead per call, more than a small scene."""
-    m = np.max(x, axis=axis, keepdims=True)
-    out = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
-    if keepdims:
-        return out
-    return out.reshape(()) if axis is None else np.squeeze(out, axis=axis)
-
-
-def _unary_log(probs: np.ndarray, alpha: float) -> np.ndarray:
-    """α log p with log 0 := log(tiny) (finite); α = 0 gives 0 (0^0 = 1)."""
-    if alpha == 0:
-        return np.zeros_like(probs)
-    with np.errstate(divide="ignore"):
-        lp = np.log(probs)
-    return alpha * np.maximum(lp, _LOG_TINY)
-
-
-def _pair_scale(n: int, weight: float, normalize: bool) -> float:
-    """s_n = w/(n-1) (normalize, spec §2.10) or w."""
-    return weight / (n - 1) if (normalize and n > 1) else weight
-
-
-def _log_joint(theta: np.ndarray, psi: np.ndarray, adj: np.ndarray, support: list[np.ndarray]) -> np.ndarray:
-    """Normalised log P over the configurations of ``support`` (node i takes labels support[i]):
-    a tensor of shape (len(support[0]), ..., len(support[n-1]))."""
-    n, k = theta.shape
-    shape = tuple(len(s) for s in support)
-    full = all(len(s) == k for s in support)
-    L = np.zeros(shape)
-    for i in range(n):
-        view = [1] * n
-        view[i] = shape[i]
-        L += (theta[i] if full else theta[i, support[i]]).reshape(view)
-    for i in range(n):
-        for j in range(i + 1, n):
-            if adj[i, j]:
-                view = [1] * n
-                view[i], view[j] = shape[i], shape[j]
-                L += (psi if full else psi[np.ix_(support[i], support[j])]).reshape(view)
-    L -= _lse(L)
-    return L
-
-
-def _tensor_marginals(L: np.ndarray, support: list[np.ndarray], k: int) -> np.ndarray:
-    """Node marginals (n, k) of a normalised log tensor over ``support`` (zeros off the support)."""
-    n = L.ndim
-    P = np.exp(L)
-    out = np.zeros((n, k))
-    axes = tuple(range(n))
-    for i in range(n):
-        m = P.sum(axis=axes[:i] + axes[i + 1:]) if n > 1 else P
-        out[i, support[i]] = m / m.sum()
-    return out
-
-
-def _loopy_bp(theta, psi, adj, *, damping, tol, max_iter, mode="sum"):
-    """Synchronous loopy BP in log space (module docstring). Returns (log beliefs (n, K), normalised;
-    sweeps; converged; last max |Δ message|)."""
-    n, k = theta.shape
-    A = adj.astype(np.float64)
-    if not adj.any():
-        beliefs = theta - _lse(theta, axis=1, keepdims=True)
-        return beliefs, 0, True, 0.0
-    reduce = _lse if mode == "sum" else (lambda t, axis: t.max(axis=axis))
-    edge = adj[:, :, None]
-    block = max(1, _BP_BLOCK_ELEMENTS // (n * k * k))
-    M = np.zeros((n, n, k))  # M[i, j] = log message i -> j (0 off the edges)
-    delta, converged, it = np.inf, False, 0
-    for it in range(1, max_iter + 1):
-        incoming = np.einsum("ij,ijk->jk", A, M)  # Σ_i A_ij m_{i→j}, at node j
-        cavity = theta[:, None, :] + incoming[:, None, :] - M.transpose(1, 0, 2)  # [i, j, a]
-        new = np.empty_like(M)
-        for a in range(0, n, block):  # [i, j, b], in blocks of senders i (bounded memory)
-            new[a:a + block] = reduce(cavity[a:a + block, :, :, None] + psi[None, None, :, :], 2)
-        new -= reduce(new, 2)[:, :, None]
-        if damping > 0:
-            new = (1.0 - damping) * new + damping * M
-            new -= reduce(new, 2)[:, :, None]
-        new = np.where(edge, new, 0.0)
-        delta = float(np.abs(new - M).max())
-        M = new
-        if delta < tol:
-            converged = True
-            break
-    beliefs = theta + np.einsum("ij,ijk->jk", A, M)
-    beliefs -= _lse(beliefs, axis=1, keepdims=True) if mode == "sum" else beliefs.max(axis=1, keepdims=True)
-    return beliefs, it, converged, delta
-
-
-# ====================================================================== the CRF
-def _is_predictive(x) -> bool:
-    return isinstance(x, ClassPredictive)
 
 
 class CooccurrenceCRF:
@@ -416,47 +228,6 @@ class CooccurrenceCRF:
             "max_iter": check_int(self.max_iter, "max_iter", min_value=1),
         }
 
-    def _scene_probs(self, scene, name: str = "probs") -> np.ndarray:
-        """(n, K) probabilities of one scene (ndarray, tensor or ClassPredictive), rows renormalised."""
-        k = self.n_classes
-        if _is_predictive(scene):
-            p = np.array(scene.probs, dtype=np.float64)
-        else:
-            p = as_numpy(scene, name)
-        if p.ndim != 2:
-            raise ValueError(f"{name} must have shape (n_objects, K={k}), got {p.ndim} dimension(s), shape {p.shape}")
-        if p.shape[0] == 0:
-            raise ValueError(f"{name} is an empty scene (0 objects): a scene needs at least one object")
-        if p.shape[1] != k:
-            raise ValueError(f"{name} has {p.shape[1]} classes but the co-occurrence potential has K = {k}")
-        if not np.all(np.isfinite(p)):
-            raise ValueError(f"{name} holds NaN or inf")
-        if np.any(p < 0):
-            raise ValueError(f"{name} holds negative probabilities (smallest {float(p.min()):.3g})")
-        s = p.sum(axis=1)
-        off = np.abs(s - 1) > PROB_ATOL
-        if off.any():
-            raise ValueError(f"{name}: {int(off.sum())} of the {p.shape[0]} rows do not sum to 1 within "
-                             f"{PROB_ATOL:g} (largest |sum - 1| = {float(np.abs(s - 1).max()):.3g}); pass "
-                             "probabilities, not logits or scores")
-        return p / s[:, None]
-
-    def _adjacency(self, adjacency, n: int, name: str = "adjacency") -> np.ndarray:
-        if adjacency is None:
-            adj = ~np.eye(n, dtype=bool)
-            return adj
-        a = as_numpy(adjacency, name)
-        if a.shape != (n, n):
-            raise ValueError(f"{name} must have shape (n_objects, n_objects) = ({n}, {n}), got {a.shape}")
-        if not np.all((a == 0) | (a == 1)):
-            raise ValueError(f"{name} must be boolean (0/1)")
-        adj = a.astype(bool)
-        if np.any(adj != adj.T):
-            raise ValueError(f"{name} must be symmetric (the pairwise graph is undirected)")
-        if np.any(np.diag(adj)):
-            raise ValueError(f"{name} must have a zero diagonal (no self-loops)")
-        return adj
-
     @staticmethod
     def _count(k: int, n: int) -> str:
         """k^n as text (k ** n can exceed float range)."""
@@ -532,8 +303,8 @@ class CooccurrenceCRF:
         diagonal; None = complete graph.
         """
         s = self._settings()
-        p = self._scene_probs(probs)
-        adj = self._adjacency(adjacency, p.shape[0])
+        p = scene_probs(probs, self.n_classes)
+        adj = adjacency_matrix(adjacency, p.shape[0])
         out, info = self._run(p, adj, s, "sum")
         self.inference_info_ = [info]
         self._warn(self.inference_info_)
@@ -543,8 +314,8 @@ class CooccurrenceCRF:
         """MAP labels (n_objects,) of one scene: argmax of the enumerated joint (exact/pruned) or
         of the max-product beliefs (loopy; exact on trees with a unique MAP)."""
         s = self._settings()
-        p = self._scene_probs(probs)
-        adj = self._adjacency(adjacency, p.shape[0])
+        p = scene_probs(probs, self.n_classes)
+        adj = adjacency_matrix(adjacency, p.shape[0])
         out, info = self._run(p, adj, s, "max")
         self.inference_info_ = [info]
         self._warn(self.inference_info_)
@@ -554,9 +325,9 @@ class CooccurrenceCRF:
         """The normalised log P(y | x) of every configuration, a tensor of shape (K,)*n by exact
         enumeration (refused above ``max_exact``); e.g. to sample scenes from the CRF."""
         s = self._settings()
-        p = self._scene_probs(probs)
+        p = scene_probs(probs, self.n_classes)
         n = p.shape[0]
-        adj = self._adjacency(adjacency, n)
+        adj = adjacency_matrix(adjacency, n)
         s = dict(s, inference="exact")
         self._method(s, n)
         psi = _pair_scale(n, s["weight"], s["normalize"]) * self.phi
@@ -569,18 +340,6 @@ class CooccurrenceCRF:
 
         return Progress(TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=Console(stderr=True))
-
-    def _scenes(self, scenes, name: str = "scenes") -> tuple[list, list[np.ndarray]]:
-        if _is_predictive(scenes) or (isinstance(scenes, np.ndarray) and scenes.ndim == 2):
-            raise ValueError(f"{name} must be a list of scenes (each (n_objects, K)); for one (N, K) array of "
-                             "objects pass scene_ids")
-        try:
-            scenes = list(scenes)
-        except TypeError:
-            raise ValueError(f"{name} must be a list of scenes, each (n_objects, K) probabilities") from None
-        if not scenes:
-            raise ValueError(f"{name} is empty: no scene to refine")
-        return scenes, [self._scene_probs(sc, f"{name}[{i}]") for i, sc in enumerate(scenes)]
 
     def _refine_arrays(self, probs_list: list[np.ndarray], s: dict, description: str) -> list[np.ndarray]:
         outs, infos = [], []
@@ -606,7 +365,7 @@ class CooccurrenceCRF:
         """
         s = self._settings()
         if scene_ids is not None:
-            p = self._scene_probs(scenes, "probs")
+            p = scene_probs(scenes, self.n_classes, "probs")
             ids = np.asarray(as_numpy(scene_ids, "scene_ids") if hasattr(scene_ids, "detach") else scene_ids)
             if ids.shape != (p.shape[0],):
                 raise ValueError(f"scene_ids must have shape ({p.shape[0]},) (one scene id per object), got {ids.shape}")
@@ -618,55 +377,12 @@ class CooccurrenceCRF:
                 out[g] = r
             self._warn(self.inference_info_)
             return ClassPredictive(out) if _is_predictive(scenes) else out
-        raw, probs_list = self._scenes(scenes)
+        raw, probs_list = scene_list(scenes, self.n_classes)
         refined = self._refine_arrays(probs_list, s, "CRF scenes")
         self._warn(self.inference_info_)
         return [ClassPredictive(r) if _is_predictive(sc) else r for sc, r in zip(raw, refined)]
 
     # ------------------------------------------------------------------ learning w
-    def _labelled(self, scenes, labels) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        _, probs_list = self._scenes(scenes)
-        try:
-            labels = list(labels)
-        except TypeError:
-            raise ValueError("labels must be a list with one label sequence per scene") from None
-        if len(labels) != len(probs_list):
-            raise ValueError(f"labels has {len(labels)} scene(s) but scenes has {len(probs_list)}")
-        ys = []
-        for i, (p, y) in enumerate(zip(probs_list, labels)):
-            y = _check_scene_labels(y, self.n_classes, f"labels[{i}]")
-            if y.shape[0] != p.shape[0]:
-                raise ValueError(f"labels[{i}] has {y.shape[0]} labels but scenes[{i}] has {p.shape[0]} objects")
-            ys.append(y)
-        return probs_list, ys
-
-    def _pl_features(self, probs_list, ys, normalize: bool):
-        """Stacked per-node features: U = log p̄_i(c) (floored), P = (1/(n-1)) Σ_{j≠i} Φ[c, y_j]; labels."""
-        us, ps, ts = [], [], []
-        for p, y in zip(probs_list, ys):
-            n = p.shape[0]
-            if n < 2:
-                continue  # a lone object has no context: its PL term does not depend on w
-            u = _unary_log(p, 1.0)
-            rows = self.phi[:, y].T  # (n, K): Φ[c, y_j] for each object j
-            ctx = rows.sum(axis=0)[None, :] - rows  # Σ_{j≠i} Φ[c, y_j]
-            us.append(u)
-            ps.append(ctx * _pair_scale(n, 1.0, normalize))
-            ts.append(y)
-        if not us:
-            raise ValueError("fit_weight needs at least one scene with two or more objects")
-        return np.concatenate(us), np.concatenate(ps), np.concatenate(ts)
-
-    @staticmethod
-    def _pl_value(U, P, y, weight, alpha):
-        Z = alpha * U + weight * P
-        lse = _lse(Z, axis=1)
-        q = np.exp(Z - lse[:, None])
-        idx = np.arange(y.shape[0])
-        value = float(np.sum(Z[idx, y] - lse))
-        grad = np.array([np.sum(P[idx, y] - (q * P).sum(axis=1)), np.sum(U[idx, y] - (q * U).sum(axis=1))])
-        return value, grad
-
     def pseudo_log_likelihood(self, scenes, labels, *, weight=None, unary_power=None) -> tuple[float, np.ndarray]:
         r"""PL(w, α) = Σ_scenes Σ_i log P(y_i | y_{-i}, x) and its gradient (∂/∂w, ∂/∂α) (spec §2.10).
 
@@ -677,9 +393,9 @@ class CooccurrenceCRF:
         s = self._settings()
         w = s["weight"] if weight is None else check_float(weight, "weight")
         a = s["alpha"] if unary_power is None else check_float(unary_power, "unary_power", min_value=0.0)
-        probs_list, ys = self._labelled(scenes, labels)
-        U, P, y = self._pl_features(probs_list, ys, s["normalize"])
-        return self._pl_value(U, P, y, w, a)
+        probs_list, ys = labelled_scenes(scenes, labels, self.n_classes)
+        U, P, y = _pl_features(self.phi, probs_list, ys, s["normalize"])
+        return _pl_value(U, P, y, w, a)
 
     def fit_weight(self, scenes, labels, *, method: str = "grid", grid=None, score: str = "nll",
                    fit_unary_power: bool = False) -> CooccurrenceCRF:
@@ -700,7 +416,7 @@ class CooccurrenceCRF:
         score = check_choice(score, "score", ("nll", "accuracy"))
         check_bool(fit_unary_power, "fit_unary_power")
         s = self._settings()
-        probs_list, ys = self._labelled(scenes, labels)
+        probs_list, ys = labelled_scenes(scenes, labels, self.n_classes)
         if method == "grid":
             if fit_unary_power:
                 raise ValueError("fit_unary_power is only available with method='pseudo-likelihood'")
@@ -722,12 +438,12 @@ class CooccurrenceCRF:
             self.weight = float(g[best])
             self.weight_fit_ = {"method": "grid", "score": score, "grid": g, "scores": scores, "weight": self.weight}
             return self
-        U, P, y = self._pl_features(probs_list, ys, s["normalize"])
+        U, P, y = _pl_features(self.phi, probs_list, ys, s["normalize"])
         alpha0 = s["alpha"]
 
         def objective(theta):
             w, a = (theta[0], theta[1]) if fit_unary_power else (theta[0], alpha0)
-            value, grad = self._pl_value(U, P, y, w, a)
+            value, grad = _pl_value(U, P, y, w, a)
             return -value, -(grad if fit_unary_power else grad[:1])
 
         x0 = np.array([0.0, alpha0]) if fit_unary_power else np.array([0.0])
