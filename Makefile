@@ -11,7 +11,7 @@ export OMP_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: venv install install-test run test test-slow fashion-mnist clean
+.PHONY: venv install install-test run test test-slow smoke-cells fashion-mnist clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,10 @@ fashion-mnist:
 # pytest exits 5 when no test is marked slow: that is not a failure
 test-slow: install-test
 	$(PY) -m pytest -q -m slow || [ $$? -eq 5 ]
+
+# the golden numbers of tests/experiments/test_smoke_presets.py, from this checkout on this machine
+smoke-cells: install-test
+	$(PY) tests/experiments/export_smoke_cells.py
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache build *.egg-info src/*.egg-info

@@ -266,5 +266,23 @@ def store_import(
     console.print(f"imported {added} cells into {store} ({kept} already there)")
 
 
+@store_app.command("rename-method", cls=_FlagsCommand)
+def store_rename_method(
+    experiment: str = typer.Argument(..., help="experiment name (see `dubito experiments`)"),
+    old: str = typer.Argument(..., help="the method's name in the stored cells"),
+    new: str = typer.Argument(..., help="its new name (as `dubito methods` lists it)"),
+    store: Path = typer.Option(Path("dubito-results.sqlite"), help="SQLite results store to change"),
+):
+    """Rename a method in an experiment's stored cells, so that a renamed method's finished cells still count."""
+    from dubito.experiments.store import ResultsStore
+
+    try:
+        with ResultsStore(store, create=False) as s:
+            n = s.rename_method(experiment, old, new)
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(exc)
+    console.print(f"renamed {n} {experiment} cells of {old} to {new} in {store}")
+
+
 if __name__ == "__main__":
     app()

@@ -132,15 +132,15 @@ def test_paper_grid(uci_dir):
         by.setdefault((c.dataset, c.method), []).append(c.split)
     for kind in ("het", "skew", "multi"):
         assert by[f"{kind}-1000", "deepnoise"] == [0, 1]
-        assert by[f"{kind}-2000", "deepnoise"] == by[f"{kind}-4000", "de"] == [0]
-    assert all(by[d, "de"] == [0, 1] for d in dn.SMALL_UCI)
-    assert all(by[f"{d}-gal", "vi"] == [0] for d in dn.SMALL_UCI)
-    assert {d for d, m in by if m == "bnn"} == {"het-1000", "skew-1000", "multi-1000", "yacht", "boston", "energy"}
+        assert by[f"{kind}-2000", "deepnoise"] == by[f"{kind}-4000", "ensemble-standard"] == [0]
+    assert all(by[d, "ensemble-standard"] == [0, 1] for d in dn.SMALL_UCI)
+    assert all(by[f"{d}-gal", "mfvi"] == [0] for d in dn.SMALL_UCI)
+    assert {d for d, m in by if m == "nuts"} == {"het-1000", "skew-1000", "multi-1000", "yacht", "boston", "energy"}
     assert {d for d, m in by if m == "deepnoise-paper-code"} == {"yacht", "boston"}
-    assert {d for d, m in by if m == "dmc"} == {*dn.SMALL_UCI, *(f"{d}-gal" for d in dn.SMALL_UCI)}
+    assert {d for d, m in by if m == "mc-dropout"} == {*dn.SMALL_UCI, *(f"{d}-gal" for d in dn.SMALL_UCI)}
     assert not any(m == "deepnoise-sgd" for _, m in by)
     large = (*dn.LARGE_UCI, "protein")  # one split, four methods, shorter chains
-    assert {m for d, m in by if d in large} == {"deepnoise", "bp", "de", "vi"}
+    assert {m for d, m in by if d in large} == {"deepnoise", "mean-variance", "ensemble-standard", "mfvi"}
     assert all(by[d, m] == [0] for d, m in by if d in large)
     assert not any(f"{d}-gal" in {k for k, _ in by} for d in large)
     big = [c.settings for c in cells if c.method == "deepnoise" and c.dataset in large]
@@ -152,10 +152,10 @@ def test_paper_grid(uci_dir):
     s = next(c.settings for c in cells if c.method == "deepnoise")
     assert (s["hidden"], s["activation"], s["n_chains"], s["n_burnin"] + s["n_keep"]) == ([50] * 4, "hardtanh", 2, 1500)
     assert s["n_keep"] // s["thin"] * s["n_chains"] * s["n_realizations"] == 10_000  # [C]'s components per point
-    assert all(c.settings["hidden"] == [50] * 4 for c in cells if c.method != "bnn")
+    assert all(c.settings["hidden"] == [50] * 4 for c in cells if c.method != "nuts")
     assert {c.dataset for c in E.cells("paper-large")} == set(dn.LARGE_UCI)
     full = E.cells("paper-full", datasets=["protein"])
-    assert len([c for c in full if c.method == "deepnoise"]) == 5 and not any(c.method == "bnn" for c in full)
+    assert len([c for c in full if c.method == "deepnoise"]) == 5 and not any(c.method == "nuts" for c in full)
     assert len(E.cells("smoke")) == 2 * len(dn.VARIANT)
 
 
@@ -250,8 +250,8 @@ def _claim(lines, title):
 def _synthetic_rows(bdn_1000=80.0, bdn_4000=30.0):
     rows = []
     for kind in ("het", "multi", "skew"):
-        for n, w in ((1000, {"bp": 50, "de": 48, "vi": 100, "deepnoise": bdn_1000}),
-                     (4000, {"bp": 33, "de": 32, "vi": 100, "deepnoise": bdn_4000})):
+        for n, w in ((1000, {"mean-variance": 50, "ensemble-standard": 48, "mfvi": 100, "deepnoise": bdn_1000}),
+                     (4000, {"mean-variance": 33, "ensemble-standard": 32, "mfvi": 100, "deepnoise": bdn_4000})):
             for method, value in w.items():
                 for split in (0, 1):
                     rows.append(_row(f"{kind}-{n}", method, {"w1": value + split}, split))
@@ -261,8 +261,9 @@ def _synthetic_rows(bdn_1000=80.0, bdn_4000=30.0):
 def _uci_rows(bdn_rmse=0.5):
     rows = []
     for ds in ("yacht", "energy"):
-        for method, (rmse, nll, wepi) in {"bp": (1.0, 1.5, 4.0), "de": (0.9, 1.2, 3.0), "vi": (0.8, 1.4, math.inf),
-                                          "dmc": (1.1, 1.6, 5.0), "deepnoise": (bdn_rmse, 0.3, 2.0)}.items():
+        for method, (rmse, nll, wepi) in {"mean-variance": (1.0, 1.5, 4.0), "ensemble-standard": (0.9, 1.2, 3.0),
+                                          "mfvi": (0.8, 1.4, math.inf), "mc-dropout": (1.1, 1.6, 5.0),
+                                          "deepnoise": (bdn_rmse, 0.3, 2.0)}.items():
             for split in (0, 1, 2):
                 # DeepNoiseRegressor.diagnostics_: the predictive mean and the log-likelihood apart;
                 # the summary and the thresholds are not read as values, NaN is skipped
@@ -338,7 +339,7 @@ def test_smoke_preset_end_to_end(uci_dir, tmp_path):
             assert 0 < m["w1"] < 1000 and "curve_1d" in r.artefacts
             assert set(r.artefacts["curve_1d"]["variants"]) == {"truth (mean, 5-95 % quantiles)", variant}
         json.dumps(r.info)
-    dmc = next(r for r in rows if r.method == "dmc" and r.dataset == "yacht")
+    dmc = next(r for r in rows if r.method == "mc-dropout" and r.dataset == "yacht")
     assert dmc.info["dropout"] in (0.01, 0.1) and set(dmc.info["validation_nll"]) == {"0.01", "0.1"}
     bdn = next(r for r in rows if r.method == "deepnoise" and r.dataset == "yacht")
     assert bdn.info["n_train"] == 277 and bdn.info["n_components_test"] == 2 * 5 * 5  # chains x kept x realisations

@@ -34,15 +34,15 @@ def test_paper_grid_and_settings(uci_dir):
     assert len(cells) == (6 * 7 + 3 * 6) * 3
     assert {c.split for c in cells} == {0} and {c.seed for c in cells} == {0, 1, 2}
     assert [c.key[2:] for c in E.cells("paper")] == [c.key[2:] for c in cells if c.seed == 0]
-    assert {c.dataset for c in cells if c.method == "hmc"} == set(HMC_DATASETS)
+    assert {c.dataset for c in cells if c.method == "nuts"} == set(HMC_DATASETS)
     r = {(c.dataset, c.method): _resolve(dict(c.settings), c.dataset) for c in cells}
     s = r["boston", "funn-hyvi"]
     assert (s["n_ll_samples"], s["n_kl_samples"], s["lr"], s["lr_factor"], s["min_lr"]) == (100, 500, 0.005, 0.7, 1e-4)
     assert (s["prior_sd"], s["latent_dim"], tuple(s["generator_hidden"])) == (0.5, 5, (20, 40))  # spec §2.6-2.7
     assert (s["n_predictors"], s["n_ood"], s["n_entropy_draws"], s["n_param_entropy"]) == (1000, 10_000, 100, 1000)
     assert r["boston", "mfvi"]["patience_factor"] == 2 and "patience_factor" not in r["boston", "funn-mfvi"]
-    assert r["boston", "ensemble"]["epochs"] == 1000 and r["power", "ensemble"]["epochs"] == 500
-    assert r["ood-wave", "ensemble"]["epochs"] == 3000 and r["boston", "ensemble"]["optimizer"] == "sgd"
+    assert r["boston", "deterministic-ensemble"]["epochs"] == 1000 and r["power", "deterministic-ensemble"]["epochs"] == 500
+    assert r["ood-wave", "deterministic-ensemble"]["epochs"] == 3000 and r["boston", "deterministic-ensemble"]["optimizer"] == "sgd"
     assert r["boston", "mc-dropout"]["epochs"] == 2000 and r["ood-wave", "mc-dropout"]["full_batch"]
     assert SIZE["large"]["hidden"] == 100 and SIZE["large"]["batch_size"] == 500
     assert SIZE["large"]["patience"] == 10 and SIZE["small"]["patience"] == 30
@@ -56,10 +56,10 @@ def test_budget_preset_is_the_spec_plan(uci_dir):
     s = r["boston", "nn-hyvi"]
     assert (s["n_ll_samples"], s["n_kl_samples"], s["n_points"], s["max_epochs"], s["patience"], s["min_lr"]) == \
         (50, 200, 100, 300, 10, 1e-4)  # spec §6 plan
-    assert r["boston", "ensemble"]["n_points"] == 100  # every method's predictor entropy at the same T
+    assert r["boston", "deterministic-ensemble"]["n_points"] == 100  # every method's predictor entropy at the same T
     assert r["ood-wave", "nn-hyvi"].get("n_points", 50) == 50
     assert {c.dataset for c in cells} == set(ood.DATASETS)  # ood-wave and the eight UCI sets
-    assert {d for d, m in r if m == "hmc"} == {SYNTHETIC, *ood.SMALL}  # as the paper: no HMC on the large sets
+    assert {d for d, m in r if m == "nuts"} == {SYNTHETIC, *ood.SMALL}  # as the paper: no HMC on the large sets
     assert (r["protein", "funn-hyvi"]["max_epochs"], r["protein", "funn-hyvi"]["patience"]) == (300, 10)
 
 
@@ -216,7 +216,7 @@ def test_smoke_preset_end_to_end(uci_dir, tmp_path, monkeypatch):
             assert r.info["n_train"] == 120 and r.info["y_scale"] == 1.0
         else:
             assert r.info["n_train"] == 277 and r.info["n_test"] == 31  # 308 rows, test_size 0.1
-    ens = next(r for r in rows if r.method == "ensemble")
+    ens = next(r for r in rows if r.method == "deterministic-ensemble")
     assert ens.info["optimizer"] == "sgd" and "lpp_legacy" in ens.variants["Ensemble"]
     assert next(r for r in rows if r.method == "mc-dropout").info["mask_mode"] == "shared"
 
@@ -227,7 +227,7 @@ def test_smoke_preset_end_to_end(uci_dir, tmp_path, monkeypatch):
                  "### Beside the paper", "FuNN-HyVI", "| method · variant |"):
         assert text in md, text
     pngs = {p.name for p in (tmp_path / "out" / "ood").glob("*.png")}
-    assert {"ood-wave-curve_1d-funn-hyvi.png", "ood-wave-curve_1d-hmc.png"} <= pngs
+    assert {"ood-wave-curve_1d-funn-hyvi.png", "ood-wave-curve_1d-nuts.png"} <= pngs
     assert {"ood-wave-sigma_hist.png", "yacht-sigma_hist.png"} <= pngs  # the paper's histograms, drawn
     assert "](ood/yacht-sigma_hist.png)" in md
 

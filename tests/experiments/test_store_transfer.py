@@ -161,3 +161,35 @@ def test_a_cell_repeated_in_one_file_is_refused_naming_both_lines(tmp_path):
     bad.write_text("\n".join([header, good, other, good]) + "\n")
     with pytest.raises(ValueError, match=r"line 4: the same cell .* as line 2"):
         import_cells(ResultsStore(tmp_path / "b.sqlite"), bad)
+
+
+def test_rename_method_moves_every_cell_of_the_old_name_and_refuses_clashes(tmp_path):
+    store = _source(tmp_path / "a.sqlite")
+    before = {c.key: c for c in store.rows("exp", status=None)}
+    assert store.rename_method("exp", "de", "ensemble-standard") == 3  # A, QUICK and the failed one
+    after = {c.key: c for c in store.rows("exp", status=None)}
+    assert {k[3] for k in after} == {"ensemble-standard", "bp"}
+    for key, cell in before.items():
+        new_key = (*key[:3], "ensemble-standard" if key[3] == "de" else key[3], *key[4:])
+        assert asdict(after[new_key]) == {**asdict(cell), "method": new_key[3]}
+    assert store.rename_method("exp", "de", "x") == 0  # nothing left under the old name
+    store.write(Cell("exp", "paper", "boston", "mean-variance", 1, 0, {}), RESULT, status="done", seconds=1.0,
+                runner_id="r1")
+    with pytest.raises(ValueError, match=r"both 'bp' and 'mean-variance' \(e.g. preset paper, boston, split 1"):
+        store.rename_method("exp", "bp", "mean-variance")
+    assert store.claim(Cell("exp", "paper", "wine", "bp", 3, 0, {}), "r2")  # a cell being run
+    with pytest.raises(ValueError, match="a runner is working on exp cells of 'bp'"):
+        store.rename_method("exp", "bp", "other")
+    with pytest.raises(ValueError, match="new method name is empty"):
+        store.rename_method("exp", "bp", " ")
+
+
+def test_cli_rename_method(tmp_path):
+    _source(tmp_path / "a.sqlite").close()
+    res = CliRunner().invoke(app, ["store", "rename-method", "exp", "bp", "mean-variance",
+                                   "--store", str(tmp_path / "a.sqlite")])
+    assert res.exit_code == 0 and "renamed 1 exp cells of bp to mean-variance" in " ".join(res.output.split())
+    with ResultsStore(tmp_path / "a.sqlite") as store:
+        assert {c.method for c in store.rows("exp", status=None)} == {"de", "mean-variance"}
+    res = CliRunner().invoke(app, ["store", "rename-method", "exp", "a", "b", "--store", str(tmp_path / "none.sqlite")])
+    assert res.exit_code == 2 and "no results store" in " ".join(res.output.split())

@@ -117,6 +117,9 @@ class Experiment:
     n_splits(dataset) -> int gives the number of splits when a preset says "all".
     report_sections(rows, preset) -> list of Markdown lines that the report puts after the notes
     (sections computed from the stored rows, e.g. the paper's claims checked), or None.
+    builds_on: method -> the `dubito.methods` entry it fits, for the methods whose name is not an
+    entry's (a paper's row that configures a method: ``icnlm-tanh`` -> ``icnlm``), None for a peer
+    outside dubito; every other method's name is its entry's.
     """
 
     name: str
@@ -130,6 +133,7 @@ class Experiment:
     unavailable: Callable[[Preset], dict[str, str]] = lambda preset: {}
     notes: str = ""
     report_sections: Callable[[list, Preset], list[str]] | None = None
+    builds_on: Mapping[str, str | None] = field(default_factory=dict)
 
     def preset(self, name: str) -> Preset:
         try:

@@ -56,10 +56,10 @@ from dubito.experiments.base import (
     Preset,
 )
 from dubito.experiments.common import network_seed
+from dubito.methods import build
 from dubito.metrics import pit
 from dubito.metrics.scoring import nll
 from dubito.predictive.mixture import GaussianMixture
-from dubito.regression import DeepEnsembleRegressor
 
 __all__ = ["EXPERIMENT", "PROTOCOL", "DATASETS", "variant_names", "run_cell"]
 
@@ -220,7 +220,9 @@ def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
         weight_decay=p["weight_decay"], lambda_convention=s.get("lambda_convention", "per_sample"),
         batch_size=p["batch_size"], epochs=epochs, lr_drop=p["lr_drop"],
     )
-    est = DeepEnsembleRegressor(**fit_settings, validation_fraction=0.0, device=device, random_state=random_state, progress=progress)
+    # the registry's `ensemble` (the Bayesian correction); DE and EXT are both predicted from the one fit
+    est = build("ensemble", **fit_settings, validation_fraction=0.0, device=device, random_state=random_state,
+                progress=progress)
     t1 = time.perf_counter()
     est.fit(X_tr, y_tr)
     t2 = time.perf_counter()

@@ -311,4 +311,5 @@ EXPERIMENT = Experiment(
     unavailable=_unavailable,
     notes=NOTES,
     report_sections=report_sections,
+    builds_on={**{m: entry for m, (entry, _) in METHODS.items() if m != entry}, **{p: None for p in PEERS}},
 )

@@ -458,6 +458,28 @@ class ResultsStore:
 
         return self._tx(tx)
 
+    def rename_method(self, experiment: str, old: str, new: str) -> int:
+        """Give ``experiment``'s cells of method ``old`` the name ``new`` (when a method is renamed,
+        so that the stored cells keep counting as done); return how many were renamed. Refused
+        while a runner holds a claim on ``old`` or when a cell of ``new`` has the same key."""
+        if not new.strip():
+            raise ValueError("the new method name is empty")
+
+        def tx(conn):
+            where = "experiment = ? AND method = ?"
+            if conn.execute(f"SELECT 1 FROM claims WHERE {where} LIMIT 1", (experiment, old)).fetchone():
+                raise ValueError(f"a runner is working on {experiment} cells of {old!r}; rename when it has finished")
+            clash = conn.execute(
+                "SELECT a.preset, a.dataset, a.split, a.seed FROM cells a JOIN cells b USING "
+                "(experiment, preset, dataset, split, seed) WHERE a.experiment = ? AND a.method = ? AND b.method = ? "
+                "LIMIT 1", (experiment, old, new)).fetchone()
+            if clash:
+                raise ValueError(f"the store holds {experiment} cells of both {old!r} and {new!r} "
+                                 f"(e.g. preset {clash[0]}, {clash[1]}, split {clash[2]}, seed {clash[3]})")
+            return conn.execute(f"UPDATE cells SET method = ? WHERE {where}", (new, experiment, old)).rowcount
+
+        return self._tx(tx)
+
     # ------------------------------------------------------------------ lifetime
     def close(self) -> None:
         with self._lock:

@@ -17,7 +17,8 @@ Datasets (cell dataset names):
   the training statistics (a constant column gets sd := 1, [C] ``standardize``); every metric is
   in the target's original units.
 
-Methods (one cell per (dataset, method, split); variant names as in the paper's tables):
+Methods (one cell per (dataset, method, split); methods by their `dubito.methods` names, built through
+that registry; variant names as in the paper's tables):
 
 * ``deepnoise`` -> "B-DeepNoise": `DeepNoiseRegressor`, full Gibbs sweeps, chains started from
   SGD-trained frequentist DeepNoise nets (spec §2.3-§2.4 [R]); settings per preset.
@@ -26,11 +27,11 @@ Methods (one cell per (dataset, method, split); variant names as in the paper's 
   100 states each, latent mini-batches of 16, re-centred noise priors; spec pitfall 3).
 * ``deepnoise-sgd`` -> "DeepNoise-SGD": the frequentist DeepNoise net alone (spec pitfall 15;
   not in the paper).
-* ``bp`` -> "BP": `DeepEnsembleRegressor(n_members=1, correction="none")` (a Gaussian-output MLP
-  trained by the NLL); ``de`` -> "DE": the same with 5 members.
-* ``vi`` -> "VI": `MeanFieldVIRegressor` (Bayes by backprop).
-* ``bnn`` -> "BNN": `NUTSNetworkRegressor` (NUTS over the weights of a small net; small data).
-* ``dmc`` -> "DMC": `MCDropoutRegressor` with p chosen from Gal's grid {0.005, 0.01, 0.05, 0.1}
+* ``mean-variance`` -> "BP": `DeepEnsembleRegressor(n_members=1, correction="none")` (a Gaussian-output
+  MLP trained by the NLL); ``ensemble-standard`` -> "DE": the same with 5 members.
+* ``mfvi`` -> "VI": `MeanFieldVIRegressor` (Bayes by backprop).
+* ``nuts`` -> "BNN": `NUTSNetworkRegressor` (NUTS over the weights of a small net; small data).
+* ``mc-dropout`` -> "DMC": `MCDropoutRegressor` with p chosen from Gal's grid {0.005, 0.01, 0.05, 0.1}
   by the validation NLL on a held-out 20 % of the training rows, then refitted on all of them
   (spec §4.3 [R]).
 

@@ -40,11 +40,11 @@ def _methods(*, dn: dict, paper_code: dict, sgd: dict, net: dict, vi: dict, bnn:
         "deepnoise": dict(_ARCH, **dn),
         "deepnoise-paper-code": dict(_ARCH, **paper_code),
         "deepnoise-sgd": dict(_ARCH, **sgd),
-        "bp": dict(net),
-        "de": dict(net),
-        "vi": dict(_ARCH, **vi),
-        "bnn": dict(bnn),
-        "dmc": dict(net, **dmc),
+        "mean-variance": dict(net),
+        "ensemble-standard": dict(net),
+        "mfvi": dict(_ARCH, **vi),
+        "nuts": dict(bnn),
+        "mc-dropout": dict(net, **dmc),
     }
     for method, datasets in (only or {}).items():
         out[method]["only_datasets"] = list(datasets)
@@ -95,8 +95,8 @@ PAPER_METHODS = _methods(
     vi=dict(_VI, min_epochs=40, min_steps=10_000, max_epochs=2000),
     bnn=dict(_BNN, num_warmup=200, num_samples=200, max_tree_depth=6),
     dmc=dict(n_samples=1000),
-    only={"bnn": (*_N1000, "yacht", "boston", "energy"), "deepnoise-paper-code": ("yacht", "boston"),
-          "dmc": _SMALL_BOTH},
+    only={"nuts": (*_N1000, "yacht", "boston", "energy"), "deepnoise-paper-code": ("yacht", "boston"),
+          "mc-dropout": _SMALL_BOTH},
     drop=("deepnoise-sgd",),
 )
 #: the paper preset's large UCI sets: one random split each, no Gal view, B-DeepNoise with the
@@ -116,7 +116,7 @@ LARGE_METHODS = _methods(
     vi=dict(_VI, min_epochs=40, min_steps=10_000, max_epochs=2000),
     bnn=dict(_BNN),
     dmc=dict(n_samples=1000),
-    drop=("bnn", "deepnoise-sgd"),
+    drop=("nuts", "deepnoise-sgd"),
 )
 FULL_METHODS = _methods(
     dn=_DN_FULL,
@@ -126,7 +126,7 @@ FULL_METHODS = _methods(
     vi=dict(_VI, epochs=2000),     # [C]: 2000 epochs
     bnn=dict(_BNN, num_warmup=500, num_samples=500),
     dmc=dict(n_samples=1000),
-    only={"bnn": (*_synthetic(), *_SMALL_BOTH), "dmc": (*UCI_SETS, *(f"{d}{GAL}" for d in UCI_SETS))},
+    only={"nuts": (*_synthetic(), *_SMALL_BOTH), "mc-dropout": (*UCI_SETS, *(f"{d}{GAL}" for d in UCI_SETS))},
 )
 
 #: Splits (repeats) per preset and dataset group ("synthetic", "uci", "uci-gal") or dataset
@@ -236,4 +236,5 @@ EXPERIMENT = DeepNoiseExperiment(
     unavailable=_unavailable,
     notes=NOTES,
     report_sections=report_sections,
+    builds_on={"deepnoise-paper-code": "deepnoise"},  # B-DeepNoise with the authors' protocol
 )

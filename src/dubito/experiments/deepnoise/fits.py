@@ -15,12 +15,9 @@ import dubito.regression.deepnoise as dn
 from dubito.experiments.base import Cell
 from dubito.experiments.deepnoise.data import _Data
 from dubito.experiments.deepnoise.vocab import DMC_GRID, DMC_VALIDATION
+from dubito.methods import build
 from dubito.metrics import nll
-from dubito.regression import DeepEnsembleRegressor, MCDropoutRegressor
-from dubito.regression.bnn_nuts import NUTSNetworkRegressor
 from dubito.regression.deepnoise import SGD_FOLDS
-from dubito.regression.deepnoise_sgd import DeepNoiseSGDRegressor
-from dubito.regression.mean_field_vi import MeanFieldVIRegressor
 
 # ---------------------------------------------------------------------------------- methods
 
@@ -39,14 +36,14 @@ def _arch(s: Mapping[str, Any]) -> dict:
     return dict(hidden=tuple(int(h) for h in s["hidden"]), activation=str(s["activation"]))
 
 
-def _fit_ensemble(n_members: int):
+def _fit_ensemble(method: str, **members):
+    """BP (``mean-variance``: one member) and DE (``ensemble-standard``: 5 members), no correction."""
     def fit(d: _Data, s: dict, device: str, progress: bool, seed: int):
 
         epochs = _epochs(len(d.y_tr), s)
-        est = DeepEnsembleRegressor(n_members=n_members, correction="none", **_arch(s), lr=float(s["lr"]),
-                                    weight_decay=float(s["weight_decay"]), batch_size=int(s["batch_size"]),
-                                    epochs=epochs, lr_drop="none", validation_fraction=0.0, device=device,
-                                    random_state=seed, progress=progress).fit(d.X_tr, d.y_tr)
+        est = build(method, **members, **_arch(s), lr=float(s["lr"]), weight_decay=float(s["weight_decay"]),
+                    batch_size=int(s["batch_size"]), epochs=epochs, lr_drop="none", validation_fraction=0.0,
+                    device=device, random_state=seed, progress=progress).fit(d.X_tr, d.y_tr)
         return est, dict(epochs=epochs, final_train_nll=[float(v) for v in est.loss_curve_[-1]])
     return fit
 
@@ -54,19 +51,18 @@ def _fit_ensemble(n_members: int):
 def _fit_vi(d: _Data, s: dict, device: str, progress: bool, seed: int):
 
     epochs = _epochs(len(d.y_tr), s)
-    est = MeanFieldVIRegressor(**_arch(s), prior_sd=float(s["prior_sd"]), n_samples=int(s["n_samples"]),
-                               epochs=epochs, lr=float(s["lr"]), batch_size=int(s["batch_size"]),
-                               validation_fraction=0.0, device=device, random_state=seed,
-                               progress=progress).fit(d.X_tr, d.y_tr)
+    est = build("mfvi", **_arch(s), prior_sd=float(s["prior_sd"]), n_samples=int(s["n_samples"]), epochs=epochs,
+                lr=float(s["lr"]), batch_size=int(s["batch_size"]), validation_fraction=0.0, device=device,
+                random_state=seed, progress=progress).fit(d.X_tr, d.y_tr)
     return est, dict(epochs=epochs)
 
 
 def _fit_bnn(d: _Data, s: dict, device: str, progress: bool, seed: int):
 
     extra = {"max_tree_depth": int(s["max_tree_depth"])} if s.get("max_tree_depth") else {}
-    est = NUTSNetworkRegressor(**_arch(s), num_warmup=int(s["num_warmup"]), num_samples=int(s["num_samples"]),
-                               num_chains=int(s["num_chains"]), prior_sd=float(s["prior_sd"]), random_state=seed,
-                               device=device, progress=progress, **extra).fit(d.X_tr, d.y_tr)
+    est = build("nuts", **_arch(s), num_warmup=int(s["num_warmup"]), num_samples=int(s["num_samples"]),
+                num_chains=int(s["num_chains"]), prior_sd=float(s["prior_sd"]), random_state=seed, device=device,
+                progress=progress, **extra).fit(d.X_tr, d.y_tr)
     return est, dict(diagnostics=_plain(getattr(est, "diagnostics_", {})))
 
 
@@ -76,10 +72,10 @@ def _fit_dmc(d: _Data, s: dict, device: str, progress: bool, seed: int):
     grid = tuple(float(p) for p in s.get("grid", DMC_GRID))
 
     def make(p, n):
-        return MCDropoutRegressor(dropout=p, n_samples=int(s["n_samples"]), noise="residual", **_arch(s),
-                                  lr=float(s["lr"]), weight_decay=float(s["weight_decay"]),
-                                  batch_size=int(s["batch_size"]), epochs=_epochs(n, s), validation_fraction=0.0,
-                                  device=device, random_state=seed, progress=progress)
+        return build("mc-dropout", dropout=p, n_samples=int(s["n_samples"]), noise="residual", **_arch(s),
+                     lr=float(s["lr"]), weight_decay=float(s["weight_decay"]), batch_size=int(s["batch_size"]),
+                     epochs=_epochs(n, s), validation_fraction=0.0, device=device, random_state=seed,
+                     progress=progress)
 
     scores = {}
     if len(grid) > 1:
@@ -138,7 +134,7 @@ def _fit_deepnoise(paper_code: bool):
         if checkpoint is not None:
             kw.update(checkpoint_dir=str(checkpoint), checkpoint_every=int(s["checkpoint_every"]))
             resume = checkpoint.is_dir() and any(checkpoint.iterdir())
-        est = dn.DeepNoiseRegressor(**kw)
+        est = build("deepnoise", **kw)
         if resume:
             try:
                 est.fit(d.X_tr, d.y_tr, resume=True)
@@ -147,7 +143,7 @@ def _fit_deepnoise(paper_code: bool):
                               RuntimeWarning, stacklevel=2)
                 shutil.rmtree(checkpoint, ignore_errors=True)
                 resume = False
-                est = dn.DeepNoiseRegressor(**kw).fit(d.X_tr, d.y_tr)
+                est = build("deepnoise", **kw).fit(d.X_tr, d.y_tr)
         else:
             est.fit(d.X_tr, d.y_tr)
         info = dict(settings_used={k: v for k, v in kw.items() if k not in ("progress", "device")},
@@ -158,21 +154,23 @@ def _fit_deepnoise(paper_code: bool):
 
 def _fit_sgd(d: _Data, s: dict, device: str, progress: bool, seed: int):
 
-    est = DeepNoiseSGDRegressor(**_arch(s), n_noise_samples=int(s["n_noise_samples"]), lr=float(s["lr"]),
-                                batch_size=int(s["batch_size"]), epochs=int(s["epochs"]), random_state=seed,
-                                validation_fraction=0.0, device=device, progress=progress).fit(d.X_tr, d.y_tr)
+    est = build("deepnoise-sgd", **_arch(s), n_noise_samples=int(s["n_noise_samples"]), lr=float(s["lr"]),
+                batch_size=int(s["batch_size"]), epochs=int(s["epochs"]), random_state=seed, validation_fraction=0.0,
+                device=device, progress=progress).fit(d.X_tr, d.y_tr)
     return est, dict(epochs=int(s["epochs"]))
 
 
+#: method (its `dubito.methods` name; ``deepnoise-paper-code`` is B-DeepNoise with the authors' protocol)
+#: -> fit
 _FITS = {
     "deepnoise": _fit_deepnoise(False),
     "deepnoise-paper-code": _fit_deepnoise(True),
     "deepnoise-sgd": _fit_sgd,
-    "bp": _fit_ensemble(1),
-    "de": _fit_ensemble(5),
-    "vi": _fit_vi,
-    "bnn": _fit_bnn,
-    "dmc": _fit_dmc,
+    "mean-variance": _fit_ensemble("mean-variance"),
+    "ensemble-standard": _fit_ensemble("ensemble-standard", n_members=5),
+    "mfvi": _fit_vi,
+    "nuts": _fit_bnn,
+    "mc-dropout": _fit_dmc,
 }
 
 

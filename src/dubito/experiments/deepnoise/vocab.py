@@ -12,11 +12,11 @@ VARIANT = {
     "deepnoise": "B-DeepNoise",
     "deepnoise-paper-code": "B-DeepNoise (paper code)",
     "deepnoise-sgd": "DeepNoise-SGD",
-    "bp": "BP",
-    "vi": "VI",
-    "bnn": "BNN",
-    "dmc": "DMC",
-    "de": "DE",
+    "mean-variance": "BP",
+    "mfvi": "VI",
+    "nuts": "BNN",
+    "mc-dropout": "DMC",
+    "ensemble-standard": "DE",
 }
 #: the paper's baselines (Table 2 has all five, Table 1 all but DMC)
 BASELINES_T1 = ("BP", "VI", "BNN", "DE")

@@ -121,4 +121,5 @@ EXPERIMENT = Experiment(
     unavailable=_unavailable,
     notes=NOTES,
     report_sections=report_sections,
+    builds_on={"icnlm-tanh": "icnlm"},  # the IC-NLM on tanh features
 )

@@ -8,7 +8,6 @@ import warnings
 
 import numpy as np
 
-import dubito.regression as reg
 from dubito.experiments.icnlm.data import _Data
 from dubito.experiments.icnlm.evaluate import _evaluate, _point_metrics, _r
 from dubito.experiments.icnlm.vocab import (
@@ -18,12 +17,8 @@ from dubito.experiments.icnlm.vocab import (
     NO_BAYES,
     TANH,
 )
+from dubito.methods import build, get_method
 from dubito.predictive.samples import Samples
-from dubito.regression import (
-    ImplicitCopulaRegressor,
-    MCDropoutRegressor,
-    NaiveRegressor,
-)
 
 # ---------------------------------------------------------------------------------- methods
 
@@ -50,8 +45,8 @@ def _run_icnlm(d: _Data, s: dict, device: str, progress: bool, random_state: int
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         # validation_fraction=0: the paper's protocol trains the network on every training row
-        est = ImplicitCopulaRegressor(prior="ridge", inference="vi", n_features=int(s["n_features"]),
-                                      validation_fraction=0.0, **net, **common).fit(d.X_tr, d.y_tr)
+        est = build("icnlm", prior="ridge", inference="vi", n_features=int(s["n_features"]), validation_fraction=0.0,
+                    **net, **common).fit(d.X_tr, d.y_tr)
     fit_wall = time.perf_counter() - t0
     net_seconds = fit_wall - float(est.posterior_.diagnostics.get("seconds", 0.0))
     psi_tr = est.train_features_
@@ -69,9 +64,9 @@ def _run_icnlm(d: _Data, s: dict, device: str, progress: bool, random_state: int
         else:
             with warnings.catch_warnings(record=True) as w:
                 warnings.simplefilter("always")
-                model = ImplicitCopulaRegressor.from_features(psi_tr[:, live], d.y_tr, prior=prior,
-                                                              inference=inference,
-                                                              **dict(common, device=post_device))
+                model = get_method("icnlm").estimator.from_features(psi_tr[:, live], d.y_tr, prior=prior,
+                                                                    inference=inference,
+                                                                    **dict(common, device=post_device))
             caught.extend(w)
             seconds = time.perf_counter() - t1
         pred = model.predict_distribution(features=psi_te[:, live])
@@ -131,8 +126,8 @@ def _run_mc_dropout(d: _Data, s: dict, device: str, progress: bool, random_state
     net = _net_kwargs(s, d)
     t0 = time.perf_counter()
     n_samples = int(s.get("n_samples_images", s["n_samples"]) if d.kind == "images" else s["n_samples"])
-    est = MCDropoutRegressor(dropout=float(s["dropout"]), n_samples=n_samples, noise="residual", **net,
-                             validation_fraction=0.0, device=device, random_state=random_state, progress=progress).fit(d.X_tr, d.y_tr)
+    est = build("mc-dropout", dropout=float(s["dropout"]), n_samples=n_samples, noise="residual", **net,
+                validation_fraction=0.0, device=device, random_state=random_state, progress=progress).fit(d.X_tr, d.y_tr)
     fit = time.perf_counter() - t0
     masks = est.sample_masks()
     draws = est.predict_draws(d.X_te, masks=masks)
@@ -148,14 +143,14 @@ def _run_mc_dropout(d: _Data, s: dict, device: str, progress: bool, random_state
     return variants, pieces, info
 
 
-def _run_network(cls_name: str, variant: str, extra: dict):
+def _run_network(method: str, variant: str, extra: dict):
     def run(d: _Data, s: dict, device: str, progress: bool, random_state: int):
 
         net = _net_kwargs(s, d)
         kw = {k: s[k] for k in extra if k in s}
         t0 = time.perf_counter()
-        est = getattr(reg, cls_name)(**kw, **net, validation_fraction=0.0, device=device, random_state=random_state,
-                                     progress=progress).fit(d.X_tr, d.y_tr)
+        est = build(method, **kw, **net, validation_fraction=0.0, device=device, random_state=random_state,
+                    progress=progress).fit(d.X_tr, d.y_tr)
         fit = time.perf_counter() - t0
         m, art = _evaluate(est.predict_distribution(d.X_te), d, est.predict_distribution(d.X_tr[d.train_sub]))
         m["fit_seconds"] = fit
@@ -168,7 +163,7 @@ def _run_network(cls_name: str, variant: str, extra: dict):
 def _run_naive(d: _Data, s: dict, device: str, progress: bool, random_state: int):
 
     t0 = time.perf_counter()
-    est = NaiveRegressor(strategy="constant", constant=d.center).fit(d.X_tr, d.y_tr)
+    est = build("naive", strategy="constant", constant=d.center).fit(d.X_tr, d.y_tr)
     fit = time.perf_counter() - t0
     m, art = _evaluate(est.predict_distribution(d.X_te), d, est.predict_distribution(d.X_tr[d.train_sub]))
     m["fit_seconds"] = fit
@@ -179,7 +174,7 @@ _RUNNERS = {
     "icnlm": _run_icnlm,
     "icnlm-tanh": _run_icnlm_tanh,
     "mc-dropout": _run_mc_dropout,
-    "mdn": _run_network("MixtureDensityRegressor", "MDN", ("n_components",)),
-    "deterministic": _run_network("DeterministicRegressor", "Deterministic", ()),
+    "mdn": _run_network("mdn", "MDN", ("n_components",)),
+    "deterministic": _run_network("deterministic", "Deterministic", ()),
     "naive": _run_naive,
 }

@@ -9,13 +9,17 @@ patience 10). UCI cells use the paper's one split (`ood_synthetic.paper_split`: 
 ``train_test_split(test_size=0.1, random_state=42)``), X and y standardised with the training
 statistics; the paper's "3 runs" are the seeds of one split (cell split is always 0).
 
-Methods (one cell per (dataset, method, seed); variant names are the paper's columns, `VARIANT`):
-``nn-hyvi``, ``funn-hyvi``, ``mfvi``, ``funn-mfvi`` (`dubito.regression.HyperVIRegressor`,
-hypernet / mean-field x parameter / function space), ``mc-dropout`` (`MCDropoutRegressor`, one
-hidden layer, p = 0.05, [C]'s loss converted: `_mc_dropout_weight_decay`), ``ensemble`` (5
-`DeterministicRegressor` members, MSE, SGD lr 0.01 momentum 0.9), ``hmc`` (`NUTSNetworkRegressor`
-with the noise fixed at sigma_l, prior sd 0.5, a reduced budget; ``ood-wave`` and the small sets
-only, as the paper). Every method works in the standardised units of the split.
+Methods (one cell per (dataset, method, seed); built through `dubito.methods`; variant names are
+the paper's columns, `VARIANT`): ``nn-hyvi``, ``funn-hyvi``, ``mfvi``, ``funn-mfvi`` (the registry's
+``hyvi``, `HyperVIRegressor`, hypernet / mean-field x parameter / function space: ``mfvi`` is
+mean-field VI over the weights, as the registry's ``mfvi``, here with the paper's Monte Carlo KL
+of the HyVI estimator), ``mc-dropout`` (`MCDropoutRegressor`, one hidden layer, p = 0.05, [C]'s
+loss converted: `_mc_dropout_weight_decay`), ``deterministic-ensemble`` (the paper's "Ensemble": 5
+registry ``deterministic`` members, MSE, SGD lr 0.01 momentum 0.9; not the registry's
+``ensemble``, whose members have variance heads), ``nuts`` (the paper's "HMC":
+`NUTSNetworkRegressor` with the noise fixed at sigma_l, prior sd 0.5, a reduced budget;
+``ood-wave`` and the small sets only, as the paper). Every method works in the standardised units
+of the split.
 
 Per cell (`_evaluate`): ``auroc`` (in = train U test, OOD = ``n_ood`` samples of nu, score the sd
 sigma(x) of ``n_predictors`` predictors, `dubito.metrics.ood.auroc`); ``rmse`` and ``lpp`` in original

@@ -18,13 +18,8 @@ from dubito._estimator import seeds_from
 from dubito.experiments.ood.data import _Data
 from dubito.experiments.ood.formulas import mc_dropout_weight_decay
 from dubito.experiments.ood.vocab import HYVI, VARIANT
+from dubito.methods import build, get_method
 from dubito.nn.flat_mlp import FlatMLP
-from dubito.regression import (
-    DeterministicRegressor,
-    MCDropoutRegressor,
-    NUTSNetworkRegressor,
-)
-from dubito.regression.hyper_vi import HyperVIRegressor
 
 # ---------------------------------------------------------------------------------- fitted methods
 
@@ -60,8 +55,9 @@ def _fit_hyvi(method: str, d: _Data, s: dict, device: str, progress: bool, rando
 
     family, space = HYVI[method]
     patience = int(s["patience"]) * int(s.get("patience_factor", 1))
-    est = HyperVIRegressor(
-        space=space, family=family, noise_std=d.sigma_l, prior_sd=float(s["prior_sd"]), hidden=int(s["hidden"]),
+    est = build(
+        "hyvi", space=space, family=family, noise_std=d.sigma_l, prior_sd=float(s["prior_sd"]),
+        hidden=int(s["hidden"]),
         activation=s["activation"], latent_dim=int(s["latent_dim"]), generator_hidden=tuple(s["generator_hidden"]),
         n_ll_samples=int(s["n_ll_samples"]), n_kl_samples=int(s["n_kl_samples"]), n_ood_points=int(s["n_points"]),
         lr=float(s["lr"]), lr_factor=float(s["lr_factor"]), lr_patience=patience, min_lr=float(s["min_lr"]),
@@ -112,10 +108,10 @@ def _fit_mc_dropout(d: _Data, s: dict, device: str, progress: bool, random_state
     # the estimator re-standardises y internally: sigma_l in its units is sigma_l / sd(y_tr)
     sigma_internal = d.sigma_l / float(np.std(d.y_tr))
     wd = mc_dropout_weight_decay(sigma_internal, n, batch)
-    est = MCDropoutRegressor(dropout=float(s["dropout"]), n_samples=int(s["n_predictors"]), noise=float(d.sigma_l),
-                             hidden=(int(s["hidden"]),), activation=s["activation"], lr=float(s["lr"]),
-                             weight_decay=wd, batch_size=batch, epochs=int(s["epochs"]), validation_fraction=0.0,
-                             device=device, random_state=random_state, progress=progress)
+    est = build("mc-dropout", dropout=float(s["dropout"]), n_samples=int(s["n_predictors"]), noise=float(d.sigma_l),
+                hidden=(int(s["hidden"]),), activation=s["activation"], lr=float(s["lr"]), weight_decay=wd,
+                batch_size=batch, epochs=int(s["epochs"]), validation_fraction=0.0, device=device,
+                random_state=random_state, progress=progress)
     t0 = time.perf_counter()
     est.fit(d.X_tr, d.y_tr)
     seconds = time.perf_counter() - t0
@@ -136,15 +132,15 @@ def _flat_params(net) -> np.ndarray:
 
 def _fit_ensemble(d: _Data, s: dict, device: str, progress: bool, random_state: int) -> _Fit:
 
-    sgd = "optimizer" in inspect.signature(DeterministicRegressor).parameters and s["optimizer"] == "sgd"
+    sgd = "optimizer" in inspect.signature(get_method("deterministic").estimator).parameters and s["optimizer"] == "sgd"
     opt = dict(optimizer="sgd", momentum=float(s["momentum"])) if sgd else {}
     members = []
     t0 = time.perf_counter()
     for seed in seeds_from(random_state, int(s["n_members"])):
-        members.append(DeterministicRegressor(hidden=(int(s["hidden"]),), activation=s["activation"],
-                                              lr=float(s["lr"] if sgd else s["adam_lr"]), batch_size=int(s["batch_size"]),
-                                              epochs=int(s["epochs"]), validation_fraction=0.0, device=device,
-                                              random_state=seed, progress=progress, **opt).fit(d.X_tr, d.y_tr))
+        members.append(build("deterministic", hidden=(int(s["hidden"]),), activation=s["activation"],
+                             lr=float(s["lr"] if sgd else s["adam_lr"]), batch_size=int(s["batch_size"]),
+                             epochs=int(s["epochs"]), validation_fraction=0.0, device=device, random_state=seed,
+                             progress=progress, **opt).fit(d.X_tr, d.y_tr))
     seconds = time.perf_counter() - t0
 
     def predictors(n, seed):
@@ -162,12 +158,11 @@ def _fit_ensemble(d: _Data, s: dict, device: str, progress: bool, random_state: 
 
 def _fit_hmc(d: _Data, s: dict, device: str, progress: bool, random_state: int) -> _Fit:
 
-    est = NUTSNetworkRegressor(hidden=(int(s["hidden"]),), activation=s["activation"], num_warmup=int(s["num_warmup"]),
-                               num_samples=int(s["num_samples"]), num_chains=int(s["num_chains"]),
-                               prior_sd=float(s["prior_sd"]), noise_sd=float(d.sigma_l),
-                               target_accept_prob=float(s["target_accept_prob"]),
-                               max_tree_depth=int(s["max_tree_depth"]), random_state=random_state, device=device,
-                               progress=progress)
+    est = build("nuts", hidden=(int(s["hidden"]),), activation=s["activation"], num_warmup=int(s["num_warmup"]),
+                num_samples=int(s["num_samples"]), num_chains=int(s["num_chains"]), prior_sd=float(s["prior_sd"]),
+                noise_sd=float(d.sigma_l), target_accept_prob=float(s["target_accept_prob"]),
+                max_tree_depth=int(s["max_tree_depth"]), random_state=random_state, device=device,
+                progress=progress)
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -199,8 +194,8 @@ def _fit(method: str, d: _Data, s: dict, device: str, progress: bool, random_sta
         return _fit_hyvi(method, d, s, device, progress, random_state)
     if method == "mc-dropout":
         return _fit_mc_dropout(d, s, device, progress, random_state)
-    if method == "ensemble":
+    if method == "deterministic-ensemble":
         return _fit_ensemble(d, s, device, progress, random_state)
-    if method == "hmc":
+    if method == "nuts":
         return _fit_hmc(d, s, device, progress, random_state)
     raise ValueError(f"unknown method {method!r} for ood; available: {', '.join(VARIANT)}")

@@ -11,9 +11,9 @@ PAPER = (
 
 #: method -> variant name (the paper's column names)
 VARIANT = {
-    "hmc": "HMC",
+    "nuts": "HMC",
     "mc-dropout": "MC dropout",
-    "ensemble": "Ensemble",
+    "deterministic-ensemble": "Ensemble",
     "mfvi": "MFVI",
     "funn-mfvi": "FuNN-MFVI",
     "nn-hyvi": "NN-HyVI",

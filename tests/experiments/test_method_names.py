@@ -1,0 +1,64 @@
+"""One name per method: every regression experiment names its methods as `dubito.methods` does and
+builds its estimators through that registry (issue 23)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import dubito.regression
+from dubito import experiments
+from dubito.methods import METHODS, build, get_method
+
+EXPERIMENTS_DIR = Path(experiments.__file__).parent
+#: the thesis fits classifiers; `dubito.methods` registers regression methods only, and the
+#: thesis's method names (ori, mcdp, cdp, mdp, ...) are the only names those configurations have
+CLASSIFICATION = {"thesis"}
+
+
+@pytest.mark.parametrize("name", [n for n in experiments.available() if n not in CLASSIFICATION])
+def test_every_method_is_a_registry_entry_or_says_which_it_builds_on(name):
+    exp = experiments.get(name)
+    for target in exp.builds_on.values():
+        assert target is None or target in METHODS, f"{name}: builds on unknown {target!r}"
+    for preset in exp.presets.values():
+        for method in preset.methods:
+            if method in exp.builds_on:
+                continue
+            assert method in METHODS, f"{name}/{preset.name}: {method!r} is neither a dubito.methods entry nor in builds_on"
+
+
+def _constructed_names(path: Path) -> set[str]:
+    """Names called directly (``Name(...)``) or as ``module.Name(...)`` in a source file."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            f = node.func
+            out.add(f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else "")
+    return out
+
+
+def test_experiments_build_regressors_only_through_the_registry():
+    regressors = {n for n in dubito.regression.__all__ if n.endswith("Regressor")}
+    offenders = {str(p.relative_to(EXPERIMENTS_DIR)): sorted(_constructed_names(p) & regressors)
+                 for p in EXPERIMENTS_DIR.rglob("*.py")}
+    assert {p: names for p, names in offenders.items() if names} == {}
+
+
+def test_build_keeps_what_defines_the_method():
+    assert build("mean-variance", hidden=(4,)).get_params()["n_members"] == 1
+    assert build("ensemble-standard").correction == "none"
+    with pytest.raises(ValueError, match=r"method 'ensemble-standard' fixes correction='none'; another value"):
+        build("ensemble-standard", correction="bayes")
+    with pytest.raises(ValueError, match="unknown method 'bnn'; available: "):
+        get_method("bnn")
+
+
+def test_make_adds_the_cli_budget_and_the_run_settings_the_estimator_takes():
+    dn = get_method("deepnoise").make(random_state=3, progress=False)
+    assert (dn.hidden, dn.n_burnin, dn.random_state, dn.progress) == ((20, 20), 2000, 3, False)
+    assert get_method("deepnoise").build().hidden != (20, 20)  # the experiments' build: no CLI budget
+    naive = get_method("naive").make(random_state=3, epochs=5)  # no seed, device or epochs to take
+    assert naive.get_params() == build("naive").get_params()
