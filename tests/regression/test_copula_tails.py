@@ -20,8 +20,9 @@ from scipy import stats
 
 from dubito.metrics import crps, nll
 from dubito.predictive.grid import GridDensity
-from dubito.regression import copula as copula_module
-from dubito.regression.copula import ImplicitCopulaRegressor, _z_grid
+from dubito.regression import copula_grid as copula_module
+from dubito.regression.copula import ImplicitCopulaRegressor
+from dubito.regression.copula_grid import _z_grid
 from dubito.regression.marginal import KDEMarginal
 
 from .copula_synthetic import relu_features_and_latent

@@ -30,34 +30,13 @@ reconstructed there):
    space, log p_Y(y) - log phi(z) + logsumexp_j(log phi((z - m_j)/s_j) - log s_j) - log J,
    so the 0/0 of p_Y / phi(z) in the tails never occurs (spec §7.10).
 
-Tabulation (`GridDensity`, ``grid_size`` = G nodes per input), in z, on [-z_cap, z_cap] with
-z_cap = -Phi^{-1}(clip) of the marginal (6.36 for the KDE's clip 1e-10: beyond it the KDE's pseudo
-responses are clipped) or 8 for a marginal without ``clip``:
-
-* the **core**, [min_j (m_j - 8 s_j), max_j (m_j + 8 s_j)] cut to [-z_cap, z_cap] (the Gaussian mass
-  outside is <= Phi(-8) = 6e-16 per component), **equally spaced in z**. It has G - 2 G // 16
-  nodes (448 of 512) when it stops short of the cap on both sides, and gets a side's G // 16
-  nodes back when it reaches the cap there (a wide conditional: all G nodes, the former grid);
-* on each side where the core stops short of the cap, G // 16 sparse **tail nodes** out to the
-  cap, so that a response far out in the conditional's tail (a narrow conditional, s << 1, well
-  inside the training responses) gets its small but finite density rather than 0 (NLL +inf).
-  Their distance from the core's centre a (m for one Gaussian) grows geometrically from the core's
-  end to min_j (m_j - 40 s_j) / max_j (m_j + 40 s_j), or the cap if nearer, the last node then
-  at the cap: the Gaussian log-density drops by a roughly constant fraction per tail segment,
-  and the piecewise-linear reading over-states log p by at most ~11% of |log p| at G = 512
-  (ratio (40/8)^(1/31); ~9% measured). Beyond ~38.6 component sds exp(-d^2/2) underflows float64,
-  so there (and beyond the cap) the tabulated density is 0 while ``log_density`` stays finite. A
-  side whose core stops fewer than G // 16 core spacings short of the cap gets no tail: its core
-  is stretched to the cap instead. Every row spans exactly [-z_cap, z_cap], strictly increasing.
-
-The nodes are mapped to y by the marginal's quantile function, y_k = F_Y^{-1}(Phi(z_k)), so they
-are dense where the conditional puts its mass (a narrow conditional gets a narrow, fine core; a
-peaked marginal a fine grid in its peak). The density is computed at those y_k (with z recomputed
-as Phi^{-1}(F_Y(y_k)), the transform the posterior was fitted with) and read piecewise linearly
-by `GridDensity`, which normalises each row. Mass beyond z_cap is lost (density 0 there): when
-the mixture puts more than 1e-4 there (the conditional lies beyond the marginal's accurately
-tabulated range, F_Y < 1e-10), a ``RuntimeWarning`` says so. ``log_density`` gives the exact
-pointwise log p(y | x) (no grid), e.g. to check normalisation or for a far-tail log score.
+Tabulation: ``predict_distribution`` reads p(y | x) piecewise linearly (`GridDensity`) on a per-input
+y-grid of ``grid_size`` nodes, the images y_k = F_Y^{-1}(Phi(z_k)) of a z-grid over [-z_cap, z_cap]: an
+equally spaced core over the conditional's m +- 8 s and sparse tail nodes out to the marginal's
+accurate range, so a narrow conditional's far tail keeps a finite density (`dubito.regression.copula_grid`
+describes the grid and its accuracy; a ``RuntimeWarning`` when mass beyond z_cap is lost).
+``log_density`` gives the exact pointwise log p(y | x) (no grid), e.g. to check normalisation or for
+a far-tail log score.
 
 Three ways to get psi (``feature_source_``):
 
@@ -70,25 +49,11 @@ Three ways to get psi (``feature_source_``):
   ``predict_distribution(X)`` runs the model (eval mode, no grad). X: arrays, tensors (any
   device) or DataLoaders. The features must be 2-D (batch, p): hook a layer after the flatten.
 
-Wrapped features. ``wrap`` drops the units that are constant on its X (dead ReLUs; warned,
-``dead_features_``, and dropped again at prediction) and by default appends one constant unit c =
-sqrt(mean_i ||psi_i||^2) (``constant_feature=True``; the spec's §7.11 optional constant column, a
-deviation from the paper). Why: with z_i = s_i (psi_i' beta + eps_i), s_i = (1 + tau^2 ||psi_i||^2)^(-1/2)
-(ridge), a sharp predictive (tau^2 ||psi||^2 >> 1) has the mean psi_i' beta / (tau ||psi_i||): it sees
-only the direction of psi, so the norm of ReLU features (which varies 4-20x, docs/results/icnlm.md)
-is lost to the mean; the network's own head w'psi + b uses both. The constant unit keeps ||psi||
-from varying much and plays the head's bias. Chosen on validation rows (a plain 2 x 50 ReLU MLP
-trained by MSE on 80 % of the training rows of UCI split 0, scored on the other 20 %; the test
-splits not used): the wrapped model's RMSE fell on all four sets tried (concrete 5.77 -> 5.23,
-energy 1.54 -> 1.08, boston 3.86 -> 3.40, yacht 2.65 -> 2.14); its NLL fell on energy and yacht
-and rose on concrete and boston, where the spread learnt from the training rows was too small
-either way (95 % coverage 0.74 -> 0.65 on boston). Fitted on rows the network had not seen (16 %
-held out from its training), the constant unit gave the lower RMSE and NLL on all four sets
-(NLL concrete 3.40 -> 3.30, energy 1.70 -> 1.36, boston 2.88 -> 2.76, yacht 2.36 -> 1.91). Hence:
-wrap on held-out rows where you can. Standardising psi (per unit) was worse on three of the four
-sets and is not offered. Two limits remain: the KDE marginal (F_Y^-1(Phi(.)) of a least-squares fit
-of z on psi already has RMSE 1.58 against the network's 0.57 on yacht), and the fit on the
-network's own training rows, whose residuals are smaller than a new input's.
+Wrapped features: ``wrap`` drops the units that are constant on its X (dead ReLUs; warned,
+``dead_features_``, and dropped again at prediction) and by default appends one constant unit
+(``constant_feature=True``, the spec's §7.11 optional constant column, a deviation from the paper);
+`dubito.regression.copula_features` gives the reasons and the measurements. Wrap on held-out rows
+where you can.
 
 Every path also accepts ``predict_distribution(features=psi)``; ``features(X)`` returns psi for
 new inputs (network and wrapped paths), e.g. to fit several posterior variants on one trained
@@ -96,11 +61,10 @@ network: ``ImplicitCopulaRegressor.from_features(est.train_features_, y, prior="
 then ``predict_distribution(features=est.features(X_new))`` (identical to fitting the variant
 directly with the same ``random_state``).
 
-Diagnostics: ``diagnostics_`` follows the shared schema of `dubito.inference.convergence`. VI: no
-R-hat; ``stopped_by_cap`` when the ELBO stopping rule was not met by ``vi_max_iter``. NUTS: split
-R-hat and bulk ESS of the predictive mean per draw, E[Y | x, theta_j] = E[F_Y^{-1}(Phi(Z))] with
-Z ~ N(s_j psi' beta_j, s_j^2) (32-node Gauss-Hermite), at up to 20 training rows, and of the mean
-copula log-likelihood (1/n) log phi_n(z; S Psi beta, S^2) (eq. 6) per draw; divergences, acceptance.
+Diagnostics: ``diagnostics_`` follows the shared schema of `dubito.inference.convergence`
+(`dubito.regression.copula_diagnostics`). VI: no R-hat; ``stopped_by_cap`` when the ELBO stopping
+rule was not met by ``vi_max_iter``. NUTS: split R-hat and bulk ESS of the predictive mean per draw
+at up to 20 training rows and of the mean copula log-likelihood per draw; divergences, acceptance.
 
 Persistence: ``save(path)`` / ``load(path, model=None)``, one safetensors file with JSON
 metadata (no pickle; `dubito.regression.copula_io`). A wrapped model's torch module is not
@@ -111,12 +75,9 @@ can be saved.
 from __future__ import annotations
 
 import copy
-import math
-import warnings
 
 import numpy as np
 import torch
-from scipy.special import ndtr, ndtri
 
 from dubito._validation import (
     check_bool,
@@ -126,20 +87,29 @@ from dubito._validation import (
     check_int,
 )
 from dubito.early_stopping import DEFAULT_PATIENCE, DEFAULT_VALIDATION_FRACTION
-from dubito.inference.convergence import diagnostics_dict
-from dubito.nn.feature_layer import (
-    features_and_targets,
-    find_feature_layer,
-    layer_features,
-)
+from dubito.nn.feature_layer import find_feature_layer
 from dubito.predictive.grid import GridDensity
-from dubito.regression.copula_io import copula_from_state, copula_state
+from dubito.regression.copula_diagnostics import (
+    copula_diagnostics,
+    loglik_trace,
+    monitor_mean_trace,
+)
+from dubito.regression.copula_features import (
+    check_features,
+    check_response,
+    kept_units,
+    network_dead_units,
+    with_constant,
+    wrap_arguments,
+    wrapped_features,
+    wrapped_training_features,
+)
+from dubito.regression.copula_grid import log_density_z, tabulate, z_cap
+from dubito.regression.copula_io import attach_model, copula_from_state, copula_state
 from dubito.regression.copula_posterior import (
     INFERENCES,
     NU_DEFAULT,
     PRIORS,
-    CopulaModel,
-    copula_scales,
     fit_copula_posterior,
 )
 from dubito.regression.deterministic import (
@@ -152,154 +122,15 @@ from dubito.search_space import Choice, Float
 
 __all__ = ["ImplicitCopulaRegressor"]
 
-_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
-_K_SD = 8.0                 # core z-range half-width in component sds (Phi(-8) = 6e-16)
-_TAIL_DIVISOR = 16          # grid_size // 16 tail nodes per side (32 of 512), the rest in the core
-_TAIL_SD = 40.0             # tail nodes out to 40 component sds (exp(-d^2/2) underflows beyond ~38.6)
-_Z_CAP_DEFAULT = 8.0        # for a marginal without ``clip``
-_TRUNCATION_WARN = 1e-4     # warn when more mixture mass than this lies beyond z_cap
-#: Training rows at which the NUTS chains' predictive mean is monitored (as B-DeepNoise, spec §2.4).
-N_MONITOR = 20
-#: Gauss-Hermite nodes for E[Y | x, theta_j] = E[F_Y^{-1}(Phi(Z))], Z ~ N(m_j, s_j^2), in the diagnostics.
-_GH_NODES = 32
-_BLOCK = 1 << 22            # rows x nodes x components per block of the mixture density
-_WRAP_BATCH = 1024          # rows per forward pass of a wrapped model
-#: ``wrap``'s default for ``constant_feature`` (module docstring, "Wrapped features").
+#: ``wrap``'s default for ``constant_feature`` (`dubito.regression.copula_features`, "Wrapped features").
 WRAP_CONSTANT_FEATURE = True
-
-
-def _check_features(psi, name: str = "psi", *, p: int | None = None, training: bool = False) -> np.ndarray:
-    """float64 (n, p) array of features; one clear error per problem."""
-    if isinstance(psi, torch.Tensor):
-        psi = psi.detach().cpu().numpy()
-    try:
-        psi = np.asarray(psi, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be a numeric (n, p) array: {exc}") from None
-    if psi.ndim != 2:
-        raise ValueError(f"{name} must be 2-D (n_samples, p), got shape {psi.shape}; flatten the features first")
-    if p is not None and psi.shape[1] != p:
-        raise ValueError(f"{name} has {psi.shape[1]} columns but the model was fitted with p = {p} features")
-    bad = ~np.isfinite(psi)
-    if bad.any():
-        cols = np.flatnonzero(bad.any(axis=0))
-        raise ValueError(
-            f"{name} has NaN/inf values in column(s) {cols.tolist()[:10]}: drop those columns or fix the "
-            "feature extractor (features must be finite)"
-        )
-    if training:
-        n, k = psi.shape
-        if k < 1 or n < MIN_SAMPLES:
-            raise ValueError(f"{name} must have at least {MIN_SAMPLES} rows and 1 column, got shape {psi.shape}")
-        if k > n:
-            raise ValueError(
-                f"{name} has p = {k} features but only n = {n} rows (p > n): the linear copula model is not "
-                "identified; use fewer features (a narrower last hidden layer) or more data"
-            )
-        const = np.flatnonzero(np.ptp(psi, axis=0) == 0)
-        if const.size:
-            raise ValueError(
-                f"{name} column(s) {const.tolist()[:10]} are constant (e.g. dead ReLU units): a constant feature "
-                "acts as an intercept, which the implicit copula does not identify (Hoffmann & Klein 2023, §3.3.2); drop those "
-                "columns"
-            )
-    return psi
-
-
-def _attach_layer(model, name: str, where: str):
-    """``model`` after checking that its feature layer is the saved one: the submodule ``name``
-    (where = "output") or, for the default layer (where = "input"), its last ``nn.Linear``."""
-    found = find_feature_layer(model, None if where == "input" else name)[0]
-    if found != name:
-        raise ValueError(f"the model's last nn.Linear is {found!r}, but the saved model was wrapped at the input "
-                         f"of {name!r}: pass the same architecture")
-    return model
-
-
-def _check_response(y, n: int) -> np.ndarray:
-    if isinstance(y, torch.Tensor):
-        y = y.detach().cpu().numpy()
-    y = np.asarray(y, dtype=np.float64)
-    if y.ndim == 2 and y.shape[1] == 1:
-        y = y[:, 0]
-    if y.ndim != 1 or y.shape[0] != n:
-        raise ValueError(f"y must have shape ({n},) to match the features, got {y.shape}")
-    if not np.all(np.isfinite(y)):
-        raise ValueError("y must be finite (found NaN/inf)")
-    return y
-
-
-def _z_grid(loc: np.ndarray, scale: np.ndarray, cap: float, grid_size: int) -> np.ndarray:
-    """The per-input z-grid (N, grid_size), strictly increasing, from -cap to cap (module docstring,
-    "Tabulation"): an equally spaced core over [min_j (m_j - 8 s_j), max_j (m_j + 8 s_j)] (cut to the
-    cap) and, on each side where the core stops short of the cap, ``grid_size // 16`` tail nodes,
-    geometric in the distance from the core's centre out to 40 component sds, the last at the cap."""
-    g = grid_size
-    nt = g // _TAIL_DIVISOR
-    zlo_u = (loc - _K_SD * scale).min(axis=1)
-    zhi_u = (loc + _K_SD * scale).max(axis=1)
-    zlo = np.clip(zlo_u, -cap, cap)
-    zhi = np.clip(zhi_u, -cap, cap)
-    narrow = zhi - zlo < 1e-3  # the whole conditional beyond the cap: a 1e-3 core at the cap
-    zlo = np.where(narrow, np.minimum(zlo, cap - 1e-3), zlo)
-    zhi = np.where(narrow, np.maximum(zlo + 1e-3, zhi), zhi)
-    # A side gets a tail only if the core stops more than nt core spacings short of the cap; otherwise
-    # the core is stretched to the cap and keeps that side's nt nodes (its spacing does not grow).
-    h = (zhi - zlo) / (g - 1 - 2 * nt)
-    lower = zlo + cap > nt * h
-    upper = cap - zhi > nt * h
-    zlo = np.where(lower, zlo, -cap)
-    zhi = np.where(upper, zhi, cap)
-    n_lo = np.where(lower, nt, 0)
-    n_core = g - n_lo - np.where(upper, nt, 0)           # core nodes, at indices n_lo .. n_lo + n_core - 1
-    step = (zhi - zlo) / (n_core - 1)
-    zg = (zlo - step * n_lo)[:, None] + step[:, None] * np.arange(g, dtype=np.float64)  # core; tails below
-    if nt > 0 and (lower.any() or upper.any()):
-        # Tail node j = 1..nt sits at distance (core end - a) * r^j from the anchor a, up to the end
-        # point e = m +- 40 s (the farthest over the components), or the cap if nearer: a Gaussian
-        # log-density -d^2 / 2 then drops by about the same *fraction* 2 (r - 1) per tail segment,
-        # so its piecewise-linear reading has a bounded relative error in log p; beyond ~38.6 sds
-        # exp(-d^2 / 2) underflows float64 anyway. When e stops short of the cap the last node goes
-        # to the cap (density 0 there and in between). a = the core's centre (m for one Gaussian),
-        # kept in the core's middle half when the core was cut at the cap.
-        width = zhi - zlo
-        a = np.clip(0.5 * (zlo_u + zhi_u), zlo + 0.25 * width, zhi - 0.25 * width)
-        j = np.arange(1, nt + 1)
-        for side, rows in ((-1.0, np.flatnonzero(lower)), (1.0, np.flatnonzero(upper))):
-            if rows.size == 0:
-                continue
-            lr, sr, ar = loc[rows], scale[rows], a[rows]
-            end = (zlo if side < 0 else zhi)[rows]       # the core's end on this side
-            far = side * np.minimum(side * (lr + side * _TAIL_SD * sr), cap).max(axis=1)  # 40 sds or the cap
-            far = side * np.maximum(side * far, side * end + nt * h[rows])  # strictly beyond the core's end
-            cut = cap - side * far > h[rows]               # 40 sds short of the cap: last node at the cap
-            far = np.where(cut, far, side * cap)
-            n_geo = np.maximum(nt - cut, 1)               # geometric nodes (>= 1: the power stays finite)
-            r = ((far - ar) / (end - ar)) ** (1.0 / n_geo)  # > 1: far lies beyond end, both away from a
-            tail = ar[:, None] + (end - ar)[:, None] * r[:, None] ** j
-            tail[:, -1] = np.where(cut, side * cap, tail[:, -1])
-            if side < 0:
-                zg[rows, :nt] = tail[:, ::-1]
-            else:
-                zg[rows, g - nt:] = tail
-    zg[:, 0], zg[:, -1] = -cap, cap                       # every row ends exactly at the cap
-    return zg
-
-
-def _strictly_increasing(y: np.ndarray) -> np.ndarray:
-    """Rows of y made strictly increasing by a minimal spacing (ties at flat stretches of F_Y)."""
-    d = np.diff(y, axis=1)
-    if np.all(d > 0):
-        return y
-    span = np.maximum(y[:, -1:] - y[:, :1], np.abs(y[:, :1]) + 1.0)
-    d = np.maximum(d, 1e-12 * span)
-    return np.concatenate([y[:, :1], y[:, :1] + np.cumsum(d, axis=1)], axis=1)
 
 
 class ImplicitCopulaRegressor(_MLPRegressor):
     r"""Implicit copula neural linear model (Hoffmann & Klein 2023); predictive `GridDensity`.
 
-    See the module docstring for the model, the features, the prediction formula and the grid.
+    See the module docstring for the model, the features, the prediction formula and the grid
+    (`dubito.regression.copula_grid`).
 
     Parameters (defaults and their sources)
     ----------
@@ -352,7 +183,7 @@ class ImplicitCopulaRegressor(_MLPRegressor):
     grid_size : int, default 512  (y-grid nodes per input, >= 16)
         Per input: an equally spaced core over m +- 8 s in z with G - 2 (G // 16) nodes (448), and
         G // 16 (32) geometric tail nodes per side out to z_cap; a side whose core reaches the
-        cap gives its tail nodes to the core (module docstring, "Tabulation").
+        cap gives its tail nodes to the core (`dubito.regression.copula_grid`).
     marginal : None or an object, default None
         None: ``KDEMarginal()`` (defaults). An object with a ``fit`` method (e.g. a configured
         `KDEMarginal`) is copied and fitted on y; an object without one is used as given
@@ -500,19 +331,7 @@ class ImplicitCopulaRegressor(_MLPRegressor):
             self.feature_names_in_ = names
         self.n_train_ = int(X.shape[0])  # the marginal's and the copula's rows: all of them
         psi = self._network_features((X - self.x_mean_) / self.x_scale_)
-        if not np.all(np.isfinite(psi)):
-            raise ValueError("the feature network produced NaN/inf features (training diverged?): lower lr")
-        dead = np.flatnonzero(np.ptp(psi, axis=0) == 0)
-        self.dead_features_ = dead
-        if dead.size == p:
-            raise ValueError(
-                f"all {p} feature units are constant on the training data (dead ReLUs): the copula has no "
-                "features; change random_state, lower lr or use activation='gelu'"
-            )
-        if dead.size:
-            warnings.warn(
-                f"{dead.size} of {p} feature units are constant on the training data (dead ReLUs: indices "
-                f"{dead.tolist()}); they contribute nothing to the copula", RuntimeWarning, stacklevel=2)
+        self.dead_features_ = network_dead_units(psi, p)
         self.feature_source_ = "network"
         return self._fit_posterior(psi, z, marginal, cs)
 
@@ -551,75 +370,37 @@ class ImplicitCopulaRegressor(_MLPRegressor):
         ``constant_feature`` (default True): append one constant unit c = the training rows'
         root-mean-square ||psi|| to psi (``constant_feature_`` = c, 0 without), the bias unit of the
         network's own head f(x) = w'psi + b; a deviation from the paper, which the spec allows as an
-        option (§7.11). See the module docstring, "Wrapped features", for why and the measurements.
+        option (§7.11). See `dubito.regression.copula_features`, "Wrapped features", for why and the measurements.
 
         Fit on rows the network was **not** trained on (e.g. its validation rows) where you can:
         the spread of the copula is learnt from the residuals on X, and those of the training rows
-        are too small for a network that fits them closely (module docstring).
+        are too small for a network that fits them closely (`dubito.regression.copula_features`).
 
         The model is kept by reference (``model_``) and run again by ``predict_distribution(X)``;
         its own head is not used (IC-NLM trains the network on z, spec §2.2; a network trained on
         y gives features that work too, a post-hoc use the paper does not study).
         """
-        if feature_layer is not None and not isinstance(feature_layer, (str, torch.nn.Module)):
-            # data second: wrap(model, X, y[, feature_layer]), the order of LastLayerLaplaceRegressor.wrap
-            if X is None:
-                feature_layer, X = None, feature_layer
-            elif y is None or isinstance(y, (str, torch.nn.Module)):
-                feature_layer, X, y = y, feature_layer, X
-            else:
-                raise ValueError("pass wrap(model, X, y), wrap(model, X, y, feature_layer) or wrap(model, feature_layer, "
-                                 f"X, y); got a {type(feature_layer).__name__} where the feature layer or X goes and "
-                                 "data for both X and y after it")
+        feature_layer, X, y = wrap_arguments(feature_layer, X, y)
         constant = check_bool(constant_feature, "constant_feature")
         name, _, where = find_feature_layer(model, feature_layer)
         est = cls(**settings)
         est._copula_settings()  # bad settings fail before the forward passes
-        psi, y = features_and_targets(model, feature_layer, X, y, batch_size=_WRAP_BATCH)
-        psi = _check_features(psi.numpy(), "psi")
-        width = psi.shape[1]
-        dead = np.flatnonzero(np.ptp(psi, axis=0) == 0) if psi.shape[0] else np.zeros(0, dtype=np.intp)
-        if dead.size == width:
-            raise ValueError(
-                f"all {width} feature units of layer {name!r} are constant on X (dead ReLUs?): there are no features "
-                "to fit on; choose another feature_layer")
-        if dead.size:
-            warnings.warn(
-                f"{dead.size} of {width} feature units of layer {name!r} are constant on X (dead ReLUs: indices "
-                f"{dead.tolist()[:20]}); they are dropped", RuntimeWarning, stacklevel=2)
+        psi, y, dead = wrapped_training_features(model, feature_layer, name, X, y)
         est.model_ = model
         est.feature_layer_ = name
         est.feature_where_ = where
-        est.layer_width_ = int(width)
+        est.layer_width_ = int(psi.shape[1])
         est.dead_features_ = dead.astype(np.intp)
-        psi = psi[:, est._kept_features()]
+        psi = psi[:, kept_units(est.layer_width_, est.dead_features_)]
         est.constant_feature_ = float(np.sqrt(np.mean(np.sum(psi * psi, axis=1)))) if constant else 0.0
-        return est._fit_from_features(est._with_constant(psi), y, "wrapped")
-
-    def _kept_features(self) -> np.ndarray:
-        """Indices of the hooked layer's units the wrapped model uses (all but ``dead_features_``)."""
-        return np.setdiff1d(np.arange(self.layer_width_), np.asarray(self.dead_features_, dtype=np.intp))
-
-    def _with_constant(self, psi: np.ndarray) -> np.ndarray:
-        """psi with the constant unit ``constant_feature_`` appended (none when it is 0)."""
-        c = self.constant_feature_
-        return psi if c == 0 else np.concatenate([psi, np.full((psi.shape[0], 1), c)], axis=1)
-
-    def _wrapped_features(self, X) -> np.ndarray:
-        """psi of the wrapped model at X: the hooked layer's kept units, and the constant unit."""
-        layer = None if self.feature_where_ == "input" else self.feature_layer_
-        raw = _check_features(layer_features(self.model_, layer, X, batch_size=_WRAP_BATCH).numpy(), "features")
-        if raw.shape[1] != self.layer_width_:
-            raise ValueError(f"layer {self.feature_layer_!r} now has {raw.shape[1]} units, but the model was wrapped "
-                             f"with {self.layer_width_}")
-        return self._with_constant(raw[:, self._kept_features()])
+        return est._fit_from_features(with_constant(psi, est.constant_feature_), y, "wrapped")
 
     def _fit_from_features(self, psi, y, source: str):
         cs = self._copula_settings()
         constant = getattr(self, "constant_feature_", 0.0) != 0 and source == "wrapped"
-        psi = np.concatenate([_check_features(psi[:, :-1], "psi", training=True), psi[:, -1:]], axis=1) if constant \
-            else _check_features(psi, "psi", training=True)
-        y = _check_response(y, psi.shape[0])
+        psi = np.concatenate([check_features(psi[:, :-1], "psi", training=True), psi[:, -1:]], axis=1) if constant \
+            else check_features(psi, "psi", training=True)
+        y = check_response(y, psi.shape[0])
         marginal = self._fit_marginal(y)
         z = marginal.pseudo_response(y)
         if source == "features":  # X is psi here; a wrapped model's input has no fixed width
@@ -658,59 +439,19 @@ class ImplicitCopulaRegressor(_MLPRegressor):
             warmup_steps=cs["nuts_warmup"], num_chains=cs["nuts_chains"], seed=seed, device=self.device,
             progress=self.progress,
         )
-        post = self.posterior_
-        self.loglik_trace_ = None
-        if post.theta_by_chain is not None:
-            model = CopulaModel(psi_t, z_t, post.prior, nu=post.nu, tau2=post.tau2_fixed, device=dev)
-            C, S, dim = post.theta_by_chain.shape
-            flat = post.theta_by_chain.reshape(C * S, dim)
-            ll = torch.cat([model.log_likelihood(flat[i:i + 256]) for i in range(0, C * S, 256)]) / psi_t.shape[0]
-            self.loglik_trace_ = ll.reshape(C, S).cpu().numpy()
+        self.loglik_trace_ = loglik_trace(self.posterior_, psi_t, z_t, dev)  # None for VI
         self.diagnostics_ = self._diagnostics()
         return self
 
     # -------------------------------------------------------------- diagnostics
-    @torch.no_grad()
     def _monitor_mean_trace(self):
-        """(rows, trace): up to `N_MONITOR` training rows and E[Y | x, theta_j] there per NUTS draw,
-        (chains, draws, rows), in y units (module docstring); (rows, None) for VI."""
-        post = self.posterior_
-        n = self.train_features_.shape[0]
-        rows = np.unique(np.round(np.linspace(0, n - 1, min(N_MONITOR, n))).astype(int))
-        if post.theta_by_chain is None:
-            return rows, None
-        C, S, dim = post.theta_by_chain.shape
-        theta = post.theta_by_chain.reshape(C * S, dim)
-        psi = torch.tensor(np.ascontiguousarray(self.train_features_[rows]), dtype=torch.float64, device=theta.device)
-        s = copula_scales(psi, post._prior_variances(theta))             # (J, rows)
-        m = s * (theta[:, :post.p] @ psi.T)                              # (J, rows)
-        t, w = np.polynomial.hermite.hermgauss(_GH_NODES)
-        z = m.cpu().numpy()[..., None] + s.cpu().numpy()[..., None] * (math.sqrt(2.0) * t)
-        y = np.asarray(self.marginal_.inverse_pseudo_response(z), dtype=np.float64)
-        mean = (y * w).sum(-1) / math.sqrt(math.pi)
-        return rows, mean.reshape(C, S, len(rows))
+        """(rows, trace): up to 20 training rows and E[Y | x, theta_j] there per NUTS draw, (chains,
+        draws, rows), in y units; (rows, None) for VI (`copula_diagnostics.monitor_mean_trace`)."""
+        return monitor_mean_trace(self.posterior_, self.train_features_, self.marginal_)
 
     def _diagnostics(self) -> dict:
-        """``diagnostics_``: the shared schema (module docstring) plus ``inference``, the VI
-        ``iterations`` / ``seconds`` or the NUTS per-chain ``divergences_per_chain``,
-        ``acceptance_rate``, ``step_size``, ``seconds`` and the coefficients' largest rank R-hat /
-        smallest bulk ESS (``rhat_theta_max``, ``ess_theta_min``)."""
-        post = self.posterior_
-        g = post.diagnostics
-        rows, mean_trace = self._monitor_mean_trace()
-        if post.inference == "vi":
-            return diagnostics_dict(sampler=False, stopped_by_cap=not bool(g.get("converged", False)), inference="vi",
-                                    iterations=int(g.get("iterations", 0)), seconds=float(g.get("seconds", np.nan)))
-        rh = np.asarray(g.get("rhat", np.nan), dtype=np.float64)
-        es = np.asarray(g.get("ess_bulk", np.nan), dtype=np.float64)
-        return diagnostics_dict(
-            sampler=True, mean_trace=mean_trace, loglik_trace=getattr(self, "loglik_trace_", None),
-            divergences=g.get("divergences"), acceptance=g.get("acceptance_rate"), inference="nuts",
-            monitor_rows=rows, divergences_per_chain=np.asarray(g.get("divergences", [])),
-            acceptance_rate=np.asarray(g.get("acceptance_rate", [])), step_size=np.asarray(g.get("step_size", [])),
-            seconds=float(g.get("seconds", np.nan)),
-            rhat_theta_max=float(np.max(rh)) if rh.size else float("nan"),
-            ess_theta_min=float(np.min(es)) if es.size else float("nan"))
+        """``diagnostics_`` (`dubito.regression.copula_diagnostics`)."""
+        return copula_diagnostics(self.posterior_, *self._monitor_mean_trace(), getattr(self, "loglik_trace_", None))
 
     # -------------------------------------------------------------- features at prediction
     def features(self, X) -> np.ndarray:
@@ -726,7 +467,7 @@ class ImplicitCopulaRegressor(_MLPRegressor):
         if X is None:
             raise ValueError("X must be the inputs (n, ...) whose features to compute, got None")
         if self.feature_source_ == "wrapped":
-            return _check_features(self._wrapped_features(X), "features", p=self.n_features_)
+            return check_features(wrapped_features(self, X), "features", p=self.n_features_)
         return self._network_features(self._standardise(X))
 
     def _features(self, X, features) -> np.ndarray:
@@ -734,7 +475,7 @@ class ImplicitCopulaRegressor(_MLPRegressor):
         if (X is None) == (features is None):
             raise ValueError("pass exactly one of X (inputs) or features= (psi, shape (N, p))")
         if features is not None:
-            return _check_features(features, "features", p=self.n_features_)
+            return check_features(features, "features", p=self.n_features_)
         if self.feature_source_ == "features":
             raise ValueError(
                 "this model was fitted from features (from_features), it has no network to compute them: "
@@ -751,34 +492,8 @@ class ImplicitCopulaRegressor(_MLPRegressor):
         return self.posterior_.predict_z(psi_t, kind=cs["predictive"], theta_point=cs["theta_point"]), cs
 
     def _z_cap(self) -> float:
-        clip = getattr(self.marginal_, "clip", None)
-        if clip is None:
-            return _Z_CAP_DEFAULT
-        return float(min(_Z_CAP_DEFAULT, -ndtri(float(clip))))
-
-    def _log_density_z(self, y, loc, scale) -> np.ndarray:
-        """log p(y | x) at y (N, G) for mixtures (loc, scale) (N, J), blockwise over rows."""
-        m = self.marginal_
-        zz = m.pseudo_response(y)
-        out = m.log_pdf(y) + 0.5 * zz * zz + _HALF_LOG_2PI
-        n, g = y.shape
-        jn = loc.shape[1]
-        step = max(1, _BLOCK // max(1, g * jn))
-        if jn == 1:
-            u = (zz - loc) / scale
-            lg = -0.5 * u * u - np.log(scale)
-        else:  # torch: threaded on CPU, and on the GPU with device="cuda"
-            dev = torch.device(self.device)
-            zt = torch.as_tensor(zz, dtype=torch.float64, device=dev)
-            lt = torch.as_tensor(loc, dtype=torch.float64, device=dev)
-            st = torch.as_tensor(scale, dtype=torch.float64, device=dev)
-            ls = torch.log(st)
-            lg = np.empty_like(y)
-            for start in range(0, n, step):
-                sl = slice(start, start + step)
-                u = (zt[sl, :, None] - lt[sl, None, :]) / st[sl, None, :]
-                lg[sl] = torch.logsumexp(-0.5 * u * u - ls[sl, None, :], dim=-1).cpu().numpy()
-        return out + lg - math.log(jn) - _HALF_LOG_2PI
+        """The grid's half-width in z for the fitted marginal (`copula_grid.z_cap`)."""
+        return z_cap(self.marginal_)
 
     def log_density(self, y, X=None, *, features=None) -> np.ndarray:
         """Exact log p(y | x) (no grid) at y of shape (N,) or (N, K) for N inputs; -inf where
@@ -791,51 +506,18 @@ class ImplicitCopulaRegressor(_MLPRegressor):
         if y2.shape[0] != psi.shape[0]:
             raise ValueError(f"y has {y2.shape[0]} rows but there are {psi.shape[0]} inputs")
         with np.errstate(divide="ignore"):
-            out = self._log_density_z(y2, zp.loc, zp.scale)
+            out = log_density_z(self.marginal_, y2, zp.loc, zp.scale, self.device)
         return out[:, 0] if one else out
 
     def predict_distribution(self, X=None, *, features=None) -> GridDensity:
         """The predictive density p(y | x) per input, tabulated on a per-input y-grid.
 
         Pass X (network / wrapped models) or ``features=psi`` (N, p) (any model). See the module
-        docstring for the formula and the grid.
+        docstring for the formula, and `dubito.regression.copula_grid` for the grid.
         """
         psi = self._features(X, features)
         zp, cs = self._z_prediction(psi)
-        loc, scale = zp.loc, zp.scale
-        cap = self._z_cap()
-        zg = _z_grid(loc, scale, cap, cs["grid_size"])
-        outside = (ndtr((zg[:, :1] - loc) / scale) + ndtr((loc - zg[:, -1:]) / scale)).mean(axis=1)
-        if outside.max() > _TRUNCATION_WARN:
-            warnings.warn(
-                f"{int((outside > _TRUNCATION_WARN).sum())} input(s) put more than {_TRUNCATION_WARN:g} of their "
-                f"latent mass (max {outside.max():.3g}) beyond |z| = {cap:.2f}, where the marginal F_Y is below "
-                "its accurate range; that mass is dropped (the conditional lies far outside the training "
-                "responses)", RuntimeWarning, stacklevel=2)
-        fast = self._plugin_density_on_grid(zg, loc, scale)
-        if fast is not None:
-            return fast
-        yg = _strictly_increasing(np.asarray(self.marginal_.inverse_pseudo_response(zg), dtype=np.float64))
-        with np.errstate(divide="ignore", under="ignore"):
-            dens = np.exp(self._log_density_z(yg, loc, scale))
-        return GridDensity(yg, dens)
-
-    def _plugin_density_on_grid(self, zg, loc, scale) -> GridDensity | None:
-        """The single-Gaussian case (J = 1) with a KDE marginal, in one table search: the y-grid
-        and p_Y from ``inverse_pseudo_response_and_pdf``, and the density formula at the z-grid
-        itself, p_Y(y) phi((z - m)/s) / (s phi(z)), instead of recomputing z = Phi^{-1}(F_Y(y)) (equal
-        up to rounding: the inverse of the piecewise-linear CDF is exact). None (general path)
-        for mixtures, other marginals, or a y-grid with ties (flat stretches of F_Y)."""
-        m = self.marginal_
-        if loc.shape[1] != 1 or not hasattr(m, "inverse_pseudo_response_and_pdf"):
-            return None
-        yg, pdf = m.inverse_pseudo_response_and_pdf(zg)
-        if not np.all(np.diff(yg, axis=1) > 0):
-            return None
-        with np.errstate(under="ignore", over="ignore"):
-            u = (zg - loc) / scale
-            dens = pdf * np.exp(0.5 * zg * zg - 0.5 * u * u) / scale
-        return GridDensity(yg, dens)
+        return tabulate(self.marginal_, zp.loc, zp.scale, cs["grid_size"], self.device)
 
     def predict(self, X=None, *, features=None) -> np.ndarray:
         """The predictive mean E[Y | x] (of the tabulated density), shape (N,)."""
@@ -866,16 +548,5 @@ class ImplicitCopulaRegressor(_MLPRegressor):
         raises ``ValueError``.
         """
         est = copula_from_state(cls, tensors, settings, device=device, where=where)
-        if est.feature_source_ == "wrapped":
-            if model is None:
-                raise ValueError(
-                    f"{where} holds a wrapped model (feature layer {est.feature_layer_!r}); its torch module is not "
-                    "saved: pass it as load(path, model=your_model)"
-                )
-            est.model_ = _attach_layer(model, est.feature_layer_, est.feature_where_)
-        elif model is not None:
-            raise ValueError(
-                f"{where} holds a model with feature source {est.feature_source_!r}, not a wrapped one: "
-                "do not pass model="
-            )
+        attach_model(est, model, where)
         return est

@@ -26,7 +26,7 @@ before validated fitting, which load as stopped by the cap), ``marginal``
 are stored as tagged lists and come back as arrays of their dtype).
 
 A wrapped model's torch module is the user's and is not saved: ``load(path, model=m)``
-re-attaches it. Only a `KDEMarginal` (or the default None) marginal can be saved: a
+re-attaches it (`attach_model`, after checking that its feature layer is the saved one). Only a `KDEMarginal` (or the default None) marginal can be saved: a
 user-supplied object cannot be rebuilt without pickle.
 """
 
@@ -41,10 +41,11 @@ import torch
 from dubito import io
 from dubito._validation import check_fitted
 from dubito.inference.vi import FactorGaussian
+from dubito.nn.feature_layer import find_feature_layer
 from dubito.regression.copula_posterior import CopulaPosterior
 from dubito.regression.marginal import KDEMarginal
 
-__all__ = ["copula_from_state", "copula_state"]
+__all__ = ["attach_model", "copula_from_state", "copula_state"]
 
 STATE_VERSION = 1
 _ARRAY_TAG = "__ndarray__"
@@ -260,3 +261,30 @@ def copula_from_state(cls, tensors: dict, settings: dict, *, device=None, where:
             raise ValueError("loglik_trace does not match the posterior's chains and draws")
         est.diagnostics_ = est._diagnostics()
     return est
+
+
+def _attach_layer(model, name: str, where: str):
+    """``model`` after checking that its feature layer is the saved one: the submodule ``name``
+    (where = "output") or, for the default layer (where = "input"), its last ``nn.Linear``."""
+    found = find_feature_layer(model, None if where == "input" else name)[0]
+    if found != name:
+        raise ValueError(f"the model's last nn.Linear is {found!r}, but the saved model was wrapped at the input "
+                         f"of {name!r}: pass the same architecture")
+    return model
+
+
+def attach_model(est, model, where: str) -> None:
+    """Give a loaded wrapped model its torch module ``model`` again (``model_``); ``model`` must be
+    None for the other feature sources. A wrapped model without one is a ValueError naming ``where``."""
+    if est.feature_source_ == "wrapped":
+        if model is None:
+            raise ValueError(
+                f"{where} holds a wrapped model (feature layer {est.feature_layer_!r}); its torch module is not "
+                "saved: pass it as load(path, model=your_model)"
+            )
+        est.model_ = _attach_layer(model, est.feature_layer_, est.feature_where_)
+    elif model is not None:
+        raise ValueError(
+            f"{where} holds a model with feature source {est.feature_source_!r}, not a wrapped one: "
+            "do not pass model="
+        )
