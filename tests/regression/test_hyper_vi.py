@@ -18,7 +18,8 @@ from dubito.data.ood_box import UniformBox
 from dubito.early_stopping import holdout_split
 from dubito.nn.flat_mlp import FlatMLP
 from dubito.predictive.samples import Samples
-from dubito.regression.hyper_vi import HyperVIRegressor, _Objective, _run_epoch
+from dubito.regression.hyper_vi import HyperVIRegressor
+from dubito.regression.hyper_vi_objective import _Objective, _run_epoch
 from dubito.regression.variational_family import (
     HyperNetwork,
     MeanField,

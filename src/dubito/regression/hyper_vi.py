@@ -82,10 +82,11 @@ Entropies (spec §4 "Posterior entropies", Table 2): `parameter_entropy` = Ĥ_1 
 Diagnostics: ``diagnostics_`` (`dubito.inference.convergence`; no chain, no R-hat) has
 ``stopped_by_cap`` = ``stopped_by_ == "cap"``: ``max_epochs`` came before both rules.
 
-Persistence (`dubito._estimator.DubitoEstimator`: ``_state`` / ``_from_state``): q's state
-dict, the scaling, the curves and ν's box as safetensors, the settings as JSON. Files written
-before validated fitting load with ``validation_fraction=0``, their ``patience`` read as
-``lr_patience``, and ``stopped_by_`` "min_lr" or "cap" from their lr curve.
+Persistence (`dubito._estimator.DubitoEstimator`: ``_state`` / ``_from_state``, in
+`dubito.regression.hyper_vi_io`): q's state dict, the scaling, the curves and ν's box as
+safetensors, the settings as JSON. Files written before validated fitting load with
+``validation_fraction=0``, their ``patience`` read as ``lr_patience``, and ``stopped_by_``
+"min_lr" or "cap" from their lr curve.
 
 Measured speed: ``benchmarks/ood.py`` (seconds per epoch, one thread).
 """
@@ -95,14 +96,12 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
-from dubito import io
-from dubito._estimator import DubitoRegressor, fitted_number, seeds_from
+from dubito._estimator import DubitoRegressor, seeds_from
 from dubito._validation import (
     check_bool,
     check_choice,
@@ -115,32 +114,31 @@ from dubito.data.ood_box import UniformBox
 from dubito.early_stopping import (
     DEFAULT_PATIENCE,
     DEFAULT_VALIDATION_FRACTION,
-    EarlyStopping,
     best_copy,
     check_patience,
     check_validation_fraction,
-    copy_best_members,
     regression_holdout,
 )
 from dubito.inference.convergence import diagnostics_dict
 from dubito.metrics.entropy import (
     function_entropy,
-    function_kl,
     knn_entropy,
-    knn_kl,
     spread_entropy,
 )
 from dubito.nn.batched import ACTIVATIONS
 from dubito.nn.flat_mlp import FlatMLP
 from dubito.predictive.samples import Samples
-from dubito.regression.variational_family import (
-    HyperNetwork,
-    MeanField,
-    normal_log_prob,
+from dubito.regression.hyper_vi_io import hyper_vi_from_state, hyper_vi_state
+from dubito.regression.hyper_vi_objective import (
+    NoiseScale,
+    _Objective,
+    _run_epoch,
+    check_noise_std,
 )
+from dubito.regression.hyper_vi_training import train
+from dubito.regression.variational_family import HyperNetwork, MeanField
 from dubito.search_space import Choice, Float
-from dubito.training_checkpoint import check_resume, estimator_settings, load_training, save_training
-from dubito.training_loop import run_epochs
+from dubito.training_checkpoint import check_resume
 
 __all__ = ["FAMILIES", "SPACES", "VALIDATION_PREDICTORS", "HyperVIRegressor"]
 
@@ -156,119 +154,6 @@ VALIDATION_PREDICTORS = 200
 MIN_SAMPLES = 2
 
 
-def _min_nn_distance(samples: torch.Tensor) -> float:
-    """min_i min_{j≠i} ‖s_i − s_j‖ of the rows of ``samples`` (n, d) (no grad; row blocks)."""
-    best = math.inf
-    with torch.no_grad():
-        s = samples.detach()
-        n = s.shape[0]
-        for start in range(0, n, 512):
-            block = torch.cdist(s[start:start + 512], s)
-            idx = torch.arange(start, min(start + 512, n), device=s.device)
-            block[idx - start, idx] = math.inf
-            best = min(best, float(block.min()))
-    return best
-
-
-class _Objective:
-    """The minibatch negative ELBO of module docstring, for one (family, space)."""
-
-    def __init__(self, family, net: FlatMLP, *, noise_std: float | None, prior_sd: float, space: str,
-                 box: UniformBox, n_ll: int, n_kl: int, n_ood: int, n_train: int, analytic_kl: bool,
-                 log_noise: torch.Tensor | None = None):
-        self.family, self.net = family, net
-        self.noise_std, self.prior_sd, self.space, self.box = noise_std, prior_sd, space, box
-        self.log_noise = log_noise  # the learned ln σ_l (a parameter), or None: σ_l = noise_std fixed
-        self.n_ll, self.n_kl, self.n_ood, self.n_train = n_ll, n_kl, n_ood, n_train
-        self.analytic_kl = analytic_kl
-        self.last_q = None  # the detached q draws of the last KL term (collapse monitor)
-
-    def log_likelihood(self, theta: torch.Tensor, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
-        """(1/S) Σ_s Σ_b ln N(y_b; f_θs(x_b), σ_l²), θ (S, d)."""
-        if self.log_noise is not None:
-            r = (yb - self.net(theta, xb)) * torch.exp(-self.log_noise)
-            return -0.5 * (r * r).sum() / theta.shape[0] - xb.shape[0] * (0.5 * _LOG_2PI + self.log_noise)
-        r = (yb - self.net(theta, xb)) / self.noise_std  # (S, B)
-        return -0.5 * (r * r).sum() / theta.shape[0] - xb.shape[0] * (0.5 * _LOG_2PI + math.log(self.noise_std))
-
-    def current_noise_std(self) -> float:
-        """σ_l now: the fixed ``noise_std`` or exp of the learned log-scale."""
-        return float(self.noise_std) if self.log_noise is None else float(torch.exp(self.log_noise.detach()))
-
-    def kl(self, theta_q: torch.Tensor, generator) -> torch.Tensor:
-        """The KL estimate of module docstring from the q draws θ_q (S_KL, d)."""
-        if self.analytic_kl:  # MFVI: mean of ln q − ln p over the draws (spec §3)
-            self.last_q = theta_q.detach()
-            return (self.family.log_prob(theta_q) - normal_log_prob(theta_q, self.prior_sd)).mean()
-        prior = torch.randn((self.n_kl, theta_q.shape[1]), generator=generator, dtype=theta_q.dtype,
-                            device=theta_q.device) * self.prior_sd
-        if self.space == "parameter":
-            self.last_q = theta_q.detach()
-            return knn_kl(theta_q, prior)
-        X = self.box.sample(self.n_ood, generator, dtype=theta_q.dtype, device=theta_q.device)
-        fq = self.net(theta_q, X)
-        with torch.no_grad():
-            fp = self.net(prior, X)
-        self.last_q = fq.detach()
-        return function_kl(fq, fp)
-
-    def batch_loss(self, xb: torch.Tensor, yb: torch.Tensor, generator) -> torch.Tensor:
-        """−LL + (|B|/|D|)·KL with S_LL + S_KL fresh q draws (one family pass, split in two)."""
-        theta = self.family.sample(self.n_ll + self.n_kl, generator)
-        ll = self.log_likelihood(theta[:self.n_ll], xb, yb)
-        kl = self.kl(theta[self.n_ll:], generator)
-        return -ll + (xb.shape[0] / self.n_train) * kl
-
-
-def _run_epoch(objective: _Objective, optimizer, X: torch.Tensor, y: torch.Tensor, batch_size: int,
-               order: torch.Generator, noise: torch.Generator) -> list[tuple[int, float]]:
-    """One pass over a fresh permutation of the rows; an Adam step per minibatch when
-    ``optimizer`` is given. Returns [(|B|, loss_B)] per minibatch."""
-    n = X.shape[0]
-    perm = torch.randperm(n, generator=order).to(X.device)
-    out = []
-    for start in range(0, n, batch_size):
-        idx = perm[start:start + batch_size]
-        if optimizer is None:
-            with torch.no_grad():
-                loss = objective.batch_loss(X[idx], y[idx], noise)
-        else:
-            loss = objective.batch_loss(X[idx], y[idx], noise)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-        value = float(loss.detach())
-        if not math.isfinite(value):
-            raise FloatingPointError(f"the minibatch loss is {value}; training diverged (try a smaller lr)")
-        out.append((int(idx.shape[0]), value))
-    return out
-
-
-#: The class name recorded in a training checkpoint (`dubito.training_checkpoint`).
-_CHECKPOINT_KIND = "HyperVITrainingCheckpoint"
-
-
-class _NoiseScale(nn.Module):
-    """The learned likelihood noise σ_l = exp(log_sd): one parameter, in q's dtype."""
-
-    def __init__(self, sd: float, dtype=torch.float32, device="cpu"):
-        super().__init__()
-        self.log_sd = nn.Parameter(torch.tensor(math.log(sd), dtype=dtype, device=device))
-
-
-#: Smallest fixed noise sd, standardised target units: the float32 training cannot resolve a
-#: smaller one (float32's eps is 1.2e-7), and 1e-300 overflowed its residuals (issue 22).
-MIN_NOISE_STD = 1e-6
-
-
-def _check_noise_std(value) -> float:
-    value = check_float(value, "noise_std", strictly_positive=True)
-    if value < MIN_NOISE_STD:
-        raise ValueError(f"noise_std must be >= {MIN_NOISE_STD:g} (in standardised target units, raw ones with "
-                         f"standardize=False: the float32 training cannot resolve a smaller noise), got {value:g}")
-    return value
-
-
 class HyperVIRegressor(DubitoRegressor):
     """NN-HyVI, FuNN-HyVI, MFVI and FuNN-MFVI (module docstring) for a one-hidden-layer MLP.
 
@@ -276,7 +161,7 @@ class HyperVIRegressor(DubitoRegressor):
     ----------
     space : {"function", "parameter"}, default "function" — where the KL is estimated.
     family : {"hypernet", "mean-field"}, default "hypernet" — q's family (§2.6 / §3).
-    noise_std : float or None, default None — σ_l >= 1e-6 (`MIN_NOISE_STD`), fixed, in
+    noise_std : float or None, default None — σ_l >= 1e-6 (`hyper_vi_objective.MIN_NOISE_STD`), fixed, in
         standardised target units (raw units with ``standardize=False``; spec §2.8 lists the
         paper's values); None learns it with q (ours; module docstring).
     prior_sd : float, default 0.5 — std of the Gaussian weight prior ([C]; spec §2.7).
@@ -373,7 +258,7 @@ class HyperVIRegressor(DubitoRegressor):
         return {
             "space": check_choice(self.space, "space", SPACES),
             "family": check_choice(self.family, "family", FAMILIES),
-            "noise_std": None if self.noise_std is None else _check_noise_std(self.noise_std),
+            "noise_std": None if self.noise_std is None else check_noise_std(self.noise_std),
             "prior_sd": check_float(self.prior_sd, "prior_sd", strictly_positive=True),
             "hidden": check_int(self.hidden, "hidden", min_value=1),
             "activation": check_choice(self.activation, "activation", ACTIVATIONS),
@@ -426,23 +311,7 @@ class HyperVIRegressor(DubitoRegressor):
         settings or data is refused with a ValueError that lists what differs."""
         check_resume(self, resume)
         state = self._prepare(X, y)
-        s = state["settings"]
-        ckpt = self._checkpoint(state, X, y)
-        start, record = 0, {"losses": [], "lrs": [], "min_r": [], "finished": False, "seconds": 0.0}
-        if resume and ckpt["path"].is_file():
-            start, record = load_training(ckpt["path"], _CHECKPOINT_KIND, ckpt["settings"], **ckpt["parts"])
-        curves = {"losses": list(record["losses"]), "lrs": list(record["lrs"]), "min_r": list(record["min_r"])}
-        t0 = time.perf_counter() - float(record.get("seconds", 0.0))
-        stopper = None
-        if state["validation"] is not None:
-            stopper = EarlyStopping(s["patience"])
-            if record.get("stopper"):
-                stopper.restore(record["stopper"])
-        if record["finished"]:  # a finished checkpoint: no more training
-            stopped_by = record["stopped_by"]
-            self._restore_best(state)
-        else:
-            stopped_by = self._train(state, ckpt, stopper, start, curves, t0)
+        stopped_by, curves, stopper, t0 = train(self, state, X, y, resume)
         family = state["objective"].family
         self.family_ = family.eval()
         for q in family.parameters():
@@ -462,51 +331,6 @@ class HyperVIRegressor(DubitoRegressor):
         self.diagnostics_ = self._diagnostics()
         self._warn_collapse()
         return self
-
-    def _train(self, state: dict, ckpt: dict, stopper, start: int, curves: dict, t0: float) -> str:
-        """The epoch loop (`run_epochs`) from epoch ``start``: Adam steps, the plateau schedule, the
-        held-out NLL, checkpoints; extends ``curves`` in place; returns what ended it."""
-        s, opt, sched, objective = state["settings"], state["optimizer"], state["scheduler"], state["objective"]
-        losses, lrs, min_r = curves["losses"], curves["lrs"], curves["min_r"]
-
-        def train_epoch(epoch: int) -> float:
-            lrs.append(float(opt.param_groups[0]["lr"]))
-            loss = self._train_epoch(state)
-            min_r.append(_min_nn_distance(objective.last_q))
-            sched.step(loss)
-            return loss
-
-        def after_epoch(epoch: int, stopper, curve: np.ndarray) -> None:
-            losses[:] = curve.tolist()
-            by = ("patience" if stopper is not None and stopper.done else
-                  "min_lr" if lrs[-1] <= s["min_lr"] * (1 + 1e-9) else
-                  "cap" if epoch + 1 == s["max_epochs"] else None)
-            if ckpt["path"] is not None and ((epoch + 1) % s["checkpoint_every"] == 0 or by is not None):
-                record = {"losses": losses, "lrs": lrs, "min_r": min_r, "finished": by is not None, "stopped_by": by,
-                          "stopper": None if stopper is None else stopper.state(),
-                          "seconds": time.perf_counter() - t0}
-                save_training(ckpt["path"], _CHECKPOINT_KIND, ckpt["settings"], epoch=epoch + 1, record=record,
-                              **ckpt["parts"])
-
-        def stop_reason(epoch: int) -> str | None:  # the schedule's own end: the first epoch run at lr <= min_lr
-            return "min_lr" if lrs[-1] <= s["min_lr"] * (1 + 1e-9) else None
-
-        validated = state["validation"] is not None
-        record = run_epochs(
-            train_epoch, epochs=s["max_epochs"], description=self._method_name(s), progress=self.progress,
-            validate=(lambda: [self._heldout_nll(state)]) if validated else None, patience=s["patience"],
-            keep_best=(lambda improved: copy_best_members(state["best"], state["trainable"], improved))
-            if validated else None,
-            restore_best=(lambda: self._restore_best(state)) if validated else None,
-            stopper=stopper, start_epoch=start, loss_curve=losses, after_epoch=after_epoch, stop_reason=stop_reason)
-        losses[:] = record.loss_curve.tolist()
-        return record.stopped_by
-
-    @staticmethod
-    def _restore_best(state: dict) -> None:
-        """q (and a learned σ_l) back to the best held-out epoch; nothing without a held-out share."""
-        if state["best"] is not None:
-            state["trainable"].load_state_dict(state["best"].state_dict())
 
     @torch.no_grad()
     def _heldout_nll(self, state: dict) -> float:
@@ -562,7 +386,7 @@ class HyperVIRegressor(DubitoRegressor):
         family = self._make_family(s, self.n_params_, init)
         trainable = nn.ModuleDict({"family": family})
         if s["noise_std"] is None:  # learned, from the sd of the training targets
-            trainable["noise_scale"] = _NoiseScale(float(ys.std()), device=dev)
+            trainable["noise_scale"] = NoiseScale(float(ys.std()), device=dev)
         log_noise = trainable["noise_scale"].log_sd if "noise_scale" in trainable else None
         objective = _Objective(
             family, self.net_, noise_std=s["noise_std"], prior_sd=s["prior_sd"], space=s["space"], box=self.ood_box_,
@@ -582,23 +406,6 @@ class HyperVIRegressor(DubitoRegressor):
                     batch=min(s["batch_size"], n), order=order, noise=noise, trainable=trainable,
                     best=None if validation is None else best_copy(trainable), validation=validation,
                     validation_seed=validation_seed)
-
-    def _checkpoint(self, state: dict, X, y) -> dict:
-        """Where the training checkpoint goes (None without ``checkpoint_dir``), the settings that
-        must match to resume (every constructor setting but the progress bar and the checkpoint's
-        own, and a digest of the data) and the stateful parts of the loop."""
-        modules = {"family": state["objective"].family}
-        if "noise_scale" in state["trainable"]:
-            modules["noise_scale"] = state["trainable"]["noise_scale"]
-        if state["best"] is not None:
-            modules["best"] = state["best"]
-        parts = {"modules": modules, "optimizer": state["optimizer"], "scheduler": state["scheduler"],
-                 "generators": {"order": state["order"], "noise": state["noise"]}}
-        if self.checkpoint_dir is None:
-            return {"path": None, "settings": None, "parts": parts}
-        settings = estimator_settings(self, X, y)
-        settings["ood_box"] = None if self.ood_box is None else [self.ood_box_.low.tolist(), self.ood_box_.high.tolist()]
-        return {"path": Path(self.checkpoint_dir) / "hyper_vi.safetensors", "settings": settings, "parts": parts}
 
     @staticmethod
     def _train_epoch(state: dict) -> float:
@@ -694,49 +501,10 @@ class HyperVIRegressor(DubitoRegressor):
 
     # ------------------------------------------------------------------ persistence
     def _state(self) -> tuple[dict[str, torch.Tensor], dict]:
-        box = None if self.ood_box is None else self._user_box(self.n_features_in_)
-        params = io.json_params(self, generator_hidden=[int(h) for h in self._settings()["generator_hidden"]],
-                                ood_box=None if box is None else [box.low.tolist(), box.high.tolist()])
-        fitted = dict(self._common_fitted(), **self._training_fitted(), predict_seed=int(self.predict_seed_),
-                      n_epochs=int(self.n_epochs_), noise_std=float(self.noise_std_))
-        tensors = {f"family.{k}": v for k, v in self.family_.state_dict().items()}
-        tensors.update(self._scaling_tensors())
-        for key in ("loss_curve", "lr_curve", "min_knn_distance", "validation_curve"):
-            tensors[key] = torch.as_tensor(np.asarray(getattr(self, key + "_"), dtype=np.float64))
-        tensors["box_low"] = torch.as_tensor(self.ood_box_.low)
-        tensors["box_high"] = torch.as_tensor(self.ood_box_.high)
-        return tensors, {"params": params, "fitted": fitted}
+        """(tensors, settings) for `DubitoEstimator.save` (`dubito.regression.hyper_vi_io`)."""
+        return hyper_vi_state(self)
 
     @classmethod
     def _from_state(cls, tensors, settings, *, device=None, where="", **kwargs) -> HyperVIRegressor:
-        fitted, params = settings["fitted"], dict(settings["params"])
-        if "validation_fraction" not in params:  # written before validated fitting: fitted on every row, and
-            params["lr_patience"] = params.pop("patience", 30)  # "patience" was the plateau schedule's
-            params["validation_fraction"] = 0.0
-        est = cls(**io.params_from_json(params, tuples=("generator_hidden", "ood_box"), device=device))
-        s = est._settings()
-        p = est._restore_common(fitted)
-        est.net_ = FlatMLP(p, s["hidden"], s["activation"])
-        est.n_params_ = est.net_.n_params
-        family = est._make_family(s, est.n_params_, None)
-        family.load_state_dict({k[len("family."):]: v for k, v in tensors.items() if k.startswith("family.")})
-        for q in family.parameters():
-            q.requires_grad_(False)
-        est.family_ = family.to(s["device"]).eval()
-        est._restore_scaling(tensors, fitted, p)
-        est.loss_curve_, est.lr_curve_ = tensors["loss_curve"].numpy(), tensors["lr_curve"].numpy()
-        est.min_knn_distance_ = tensors["min_knn_distance"].numpy()
-        est.ood_box_ = UniformBox(tensors["box_low"].numpy(), tensors["box_high"].numpy())
-        if est.ood_box_.n_features != p:
-            raise RuntimeError(f"inconsistent tensor shapes: the box has {est.ood_box_.n_features} features, not {p}")
-        est.n_epochs_ = int(fitted["n_epochs"])
-        est.predict_seed_ = int(fitted["predict_seed"])
-        est.noise_std_ = (fitted_number(fitted, "noise_std", positive=True) if "noise_std" in fitted
-                          else float(s["noise_std"]))
-        stopped_by = fitted.get("stopped_by")
-        if stopped_by is None:  # an older file: the schedule or the cap ended it, as its lr curve says
-            last_lr = float(est.lr_curve_[-1]) if est.lr_curve_.size else math.inf
-            stopped_by = "min_lr" if last_lr <= s["min_lr"] * (1 + 1e-9) else "cap"
-        est._restore_training({**fitted, "stopped_by": stopped_by}, tensors, est.n_epochs_)
-        est.diagnostics_ = est._diagnostics()
-        return est
+        """The estimator rebuilt by `DubitoEstimator.load` (`dubito.regression.hyper_vi_io`)."""
+        return hyper_vi_from_state(cls, tensors, settings, device=device)
