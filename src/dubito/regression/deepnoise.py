@@ -10,12 +10,13 @@ equal-weight Gaussian mixture
     p̂(y | x) = (1/MR) Σ_{m,r} N(y; μ_{m,r}(x), s²_{m,r})   (original y units: μ·sd_y + mean_y, s²·sd_y²).
 
 Its variance splits by the law of total variance over posterior states (spec §3.3 [R]):
-aleatoric = E_m[Var(y | x, θ_m)] (all latent and output noise), epistemic = Var_m[E(y | x, θ_m)].
+aleatoric = E_m[Var(y | x, θ_m)] (all latent and output noise), epistemic = Var_m[E(y | x, θ_m)]
+(`StateMixture`, `dubito.regression.deepnoise_predictive`).
 
 Chains: chain c draws everything from its own ``torch.Generator``, seeded by child c of
 ``SeedSequence(random_state)``, so chains are independent, results do not depend on
 ``n_jobs`` (chains run in ``n_jobs`` spawned processes, one torch/BLAS thread each — spec §2.5:
-a multithreaded BLAS is far slower on small matrices) and a checkpointed chain resumes to the
+a multithreaded BLAS is far slower on small matrices; `dubito.regression.deepnoise_pool`) and a checkpointed chain resumes to the
 same numbers (`dubito.regression.deepnoise_checkpoint`).
 
 Initialisation (spec §2.3): ``init="sgd"`` trains one `DeepNoiseSGDRegressor` per chain on
@@ -24,26 +25,18 @@ estimator's standardised units and starts the chain there (ρ = |β|, ξ = |γ|)
 ``init="random"`` uses ``random_init`` (W ~ N(0, 1/K_in), noise variances 0.1, [P]
 Algorithm 1 / [R]). The latents start from a noisy forward pass and one down-up v/u sweep.
 
-Diagnostics (spec §2.4, pitfall 6): split R-hat and bulk ESS (dubito.inference.diagnostics)
-of the predictive mean E(y | x, θ_m) at up to 20 monitoring rows of the training X and of the
-train log-likelihood (1/N) Σ_i log p(y_i | x_i, θ_m), never of raw weights (permutation
-symmetry). Both are Monte-Carlo estimates with ``TRACE_DRAWS`` noise draws from a stream
-seeded by (chain seed, sweep), so they do not perturb the chain. ``diagnostics_`` follows the
-shared schema of `dubito.inference.convergence` (``converged``: max split R-hat of the predictive
-mean <= 1.1); the ConvergenceWarning uses the stricter `RHAT_THRESHOLD` / `ESS_THRESHOLD` over
-both functionals (``within_thresholds``).
+Diagnostics (spec §2.4, pitfall 6; `dubito.regression.deepnoise_diagnostics`): split R-hat and
+bulk ESS of the predictive mean at up to 20 monitoring rows of the training X and of the train
+log-likelihood, never of raw weights (permutation symmetry). Both are Monte-Carlo estimates with
+``TRACE_DRAWS`` noise draws from a stream seeded by (chain seed, sweep), so they do not perturb the
+chain.
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import math
-import multiprocessing
 import os
-import queue as queue_mod
 import time
-import warnings
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -51,8 +44,7 @@ from sklearn.model_selection import KFold
 from threadpoolctl import threadpool_limits
 
 from dubito import io
-from dubito._estimator import DubitoRegressor, progress_bar, seed_base, seeds_from
-from dubito._parallel import init_worker, terminate_pool
+from dubito._estimator import DubitoRegressor, seed_base, seeds_from
 from dubito._validation import (
     check_bool,
     check_choice,
@@ -61,15 +53,17 @@ from dubito._validation import (
     check_int,
     check_widths,
 )
-from dubito.inference.convergence import diagnostics_dict
-from dubito.inference.diagnostics import ConvergenceWarning, ess_bulk, split_rhat
-from dubito.predictive.mixture import GaussianMixture
 from dubito.regression.deepnoise_checkpoint import (
     ChainState,
     checkpoint_path,
     data_digest,
     load_checkpoint,
     save_checkpoint,
+)
+from dubito.regression.deepnoise_diagnostics import (
+    ESS_THRESHOLD,
+    RHAT_THRESHOLD,
+    chain_diagnostics,
 )
 from dubito.regression.deepnoise_gibbs import (
     TIE_RHO,
@@ -83,7 +77,10 @@ from dubito.regression.deepnoise_model import (
     DeepNoisePriors,
     forward_moments,
     piecewise_activation,
+    rescale_params,
 )
+from dubito.regression.deepnoise_pool import ChainJob, queue_report, run_chains
+from dubito.regression.deepnoise_predictive import StateMixture, state_components
 from dubito.regression.deepnoise_sgd import DeepNoiseSGDRegressor
 from dubito.search_space import Choice, Float
 
@@ -111,15 +108,6 @@ PAPER_CODE_SETTINGS = dict(
     n_realizations=20,
 )
 
-#: ConvergenceWarning when the largest split R-hat exceeds this [R]. Vehtari et al. (2021)
-#: recommend 1.01 for long runs of rank-normalised R-hat; the chains here keep 125 thinned
-#: states each and the monitored functionals carry Monte-Carlo noise, so we flag only clear
-#: failures (1.05, between their 1.01 and the classic 1.1 of Gelman & Rubin / BDA3).
-RHAT_THRESHOLD = 1.05
-#: ConvergenceWarning when the smallest bulk ESS (all chains together) is below this [R]:
-#: Vehtari et al. (2021) ask for ~100 per chain before trusting R-hat; 100 in total flags only
-#: runs whose kept states are nearly all autocorrelated copies.
-ESS_THRESHOLD = 100.0
 #: Noise draws per kept state for the diagnostic traces (R = 20 as in [C] UCI, spec §2.4).
 TRACE_DRAWS = 20
 #: Monitoring rows for the predictive-mean diagnostics (spec §2.4).
@@ -128,127 +116,14 @@ N_MONITOR = 20
 SGD_FOLDS = 5
 #: Minimum training rows: 5 for the 5-fold SGD split (and the target's sd).
 MIN_SAMPLES = 5
-#: (realisations x rows x width) elements per prediction chunk (2**24 float64 = 128 MB).
-_CHUNK_ELEMENTS = 1 << 24
-
-
-# ---------------------------------------------------------------------- units
-def rescale_params(params: DeepNoiseParams, source, target, rho2_floor: float = 1e-8) -> DeepNoiseParams:
-    """Map a state from one standardisation of (x, y) to another (exact affine change).
-
-    ``source``/``target`` = (x_mean, x_scale, y_mean, y_scale). With x_src = x_tgt·a + b
-    (a = sx_t/sx_s, b = (mx_t − mx_s)/sx_s) and y_tgt = y_src·c + d (c = sy_s/sy_t,
-    d = (my_s − my_t)/sy_t): W_0 ← diag(a) W_0, γ_0 ← γ_0 + b W_0; then W_L ← c W_L,
-    γ_L ← c γ_L + d, τ²_L ← c² τ²_L. Hidden noise is unchanged. ρ² = W², ξ² = γ² (floored)
-    are recomputed for the changed layers ([C] ρ = |β|, spec §2.3 step 2).
-    """
-    out = params.clone()
-    mx_s, sx_s, my_s, sy_s = source
-    mx_t, sx_t, my_t, sy_t = target
-    like = out.W[0]
-    a = torch.as_tensor(np.asarray(sx_t) / np.asarray(sx_s), dtype=like.dtype, device=like.device)
-    b = torch.as_tensor((np.asarray(mx_t) - np.asarray(mx_s)) / np.asarray(sx_s), dtype=like.dtype, device=like.device)
-    W0 = out.W[0]
-    out.gamma[0] = out.gamma[0] + b @ W0
-    out.W[0] = a[:, None] * W0
-    c = float(sy_s) / float(sy_t)
-    d = (float(my_s) - float(my_t)) / float(sy_t)
-    L = out.n_hidden
-    out.W[L] = out.W[L] * c
-    out.gamma[L] = out.gamma[L] * c + d
-    out.tau2[L] = out.tau2[L] * c**2
-    for l in {0, L}:
-        out.rho2[l] = torch.clamp(out.W[l] ** 2, min=rho2_floor)
-        out.xi2[l] = torch.clamp(out.gamma[l] ** 2, min=rho2_floor)
-    return out
-
-
-# ---------------------------------------------------------------------- predictive
-class StateMixture(GaussianMixture):
-    """Equal-weight `GaussianMixture` whose M·R components are R noise realisations of each of
-    M posterior states (state-major: component m·R + r). Mean, variance, density, CDF,
-    quantiles and sampling are the mixture's; the variance split is by state (spec §3.3 [R]):
-
-        epistemic_i = (1/M) Σ_m (μ̄_im − mean_i)²,   μ̄_im = (1/R) Σ_r μ_imr
-        aleatoric_i = (1/M) Σ_m [(1/R) Σ_r s²_imr + (1/R) Σ_r (μ_imr − μ̄_im)²]
-
-    so epistemic + aleatoric = var (the plain mixture would count the spread between noise
-    realisations of one state as epistemic).
-    """
-
-    def __init__(self, means, variances, n_states: int):
-        means = np.asarray(means, dtype=np.float64)
-        n_states = int(n_states)
-        if means.ndim != 2 or n_states < 1 or means.shape[1] % n_states:
-            raise ValueError(
-                f"means must be (N, n_states * R); got shape {means.shape} with n_states={n_states}"
-            )
-        M = means.shape[1]
-        super().__init__(np.full(M, 1.0 / M), means, variances)
-        self._set_states(n_states)
-
-    def _set_states(self, n_states: int) -> None:
-        self.n_states = n_states
-        N, M = self._mu.shape
-        mu = self._mu.reshape(N, n_states, M // n_states)
-        var = self._var_c.reshape(N, n_states, M // n_states)
-        state_mean = mu.mean(axis=2)
-        epi = ((state_mean - self._mean[:, None]) ** 2).mean(axis=1)
-        alea = (var.mean(axis=2) + ((mu - state_mean[:, :, None]) ** 2).mean(axis=2)).mean(axis=1)
-        for a in (epi, alea):
-            a.setflags(write=False)
-        self._epistemic, self._aleatoric = epi, alea
-
-    @property
-    def n_realizations(self) -> int:
-        return self.n_components // self.n_states
-
-    def _subset(self, index):
-        sub = super()._subset(index)
-        out = StateMixture.__new__(StateMixture)
-        out.__dict__.update(sub.__dict__)
-        out._set_states(self.n_states)
-        return out
-
-    def __repr__(self) -> str:
-        return f"StateMixture(n_inputs={len(self)}, n_states={self.n_states}, n_realizations={self.n_realizations})"
 
 
 # ---------------------------------------------------------------------- one chain
-@dataclass
-class _ChainJob:
-    chain: int
-    seed: int
-    X: np.ndarray  # original units (the SGD model standardises its own fold)
-    y: np.ndarray
-    units: tuple  # (x_mean, x_scale, y_mean, y_scale) of the full training set
-    settings: dict  # validated estimator settings
-    sgd_rows: np.ndarray | None
-    monitor_rows: np.ndarray
-    checkpoint: str | None
-    resume: bool
-    fingerprint: dict
-
-
-_REPORT_QUEUE = None  # set in spawned workers by _init_chain_worker
-
-
-def _init_chain_worker(queue) -> None:
-    init_worker()
-    global _REPORT_QUEUE
-    _REPORT_QUEUE = queue
-
-
-def _queue_report(chain: int, n: int, resumed: bool = False) -> None:
-    if _REPORT_QUEUE is not None:
-        _REPORT_QUEUE.put((chain, n, resumed))
-
-
 def _state_seed(seed: int, sweep: int) -> int:
     return int(np.random.SeedSequence([seed, sweep]).generate_state(1, np.uint64)[0] >> np.uint64(1))
 
 
-def _init_chain(job: _ChainJob, Xs, ys, act, gen, device):
+def _init_chain(job: ChainJob, Xs, ys, act, gen, device):
     s = job.settings
     widths = (Xs.shape[1], *s["hidden"], 1)
     if s["init"] == "random":
@@ -272,10 +147,10 @@ def _init_chain(job: _ChainJob, Xs, ys, act, gen, device):
     return ChainState(sweep=0, params=params, latents=latents, priors=priors, generator_state=gen.get_state())
 
 
-def _run_chain(job: _ChainJob, report=None) -> dict:
+def _run_chain(job: ChainJob, report=None) -> dict:
     """Run (or resume) one chain to n_burnin + n_keep sweeps; numpy results for pickling."""
 
-    report = report or _queue_report
+    report = report or queue_report
     s = job.settings
     device = torch.device(s["device"])
     n_threads = torch.get_num_threads()
@@ -287,7 +162,7 @@ def _run_chain(job: _ChainJob, report=None) -> dict:
         torch.set_num_threads(n_threads)
 
 
-def _run_chain_pinned(job: _ChainJob, report, device) -> dict:
+def _run_chain_pinned(job: ChainJob, report, device) -> dict:
     s = job.settings
     act = piecewise_activation(s["activation"])
     x_mean, x_scale, y_mean, y_scale = job.units
@@ -537,14 +412,15 @@ class DeepNoiseRegressor(DubitoRegressor):
         for c in range(s["n_chains"]):
             fp = dict(chain_settings, chain=c, seed=seeds[c], data=digest, n_monitor=int(len(monitor)),
                       trace_draws=TRACE_DRAWS, sgd_folds=SGD_FOLDS)
-            jobs.append(_ChainJob(
+            jobs.append(ChainJob(
                 chain=c, seed=seeds[c], X=X, y=y, units=units, settings=s,
                 sgd_rows=folds[c % SGD_FOLDS][0] if s["init"] == "sgd" else None,
                 monitor_rows=monitor,
                 checkpoint=None if self.checkpoint_dir is None else str(checkpoint_path(self.checkpoint_dir, c)),
                 resume=bool(resume), fingerprint=fp,
             ))
-        results = self._run_chains(jobs, s)
+        results = run_chains(_run_chain, jobs, sweeps=s["n_burnin"] + s["n_keep"], n_jobs=s["n_jobs"],
+                             progress=bool(self.progress))
         dev = torch.device(s["device"])
         keys = list(results[0]["kept"])
         self.samples_ = {k: torch.as_tensor(np.stack([r["kept"][k] for r in results])).to(dev) for k in keys}
@@ -556,65 +432,12 @@ class DeepNoiseRegressor(DubitoRegressor):
         self.diagnostics_ = self._diagnostics(warn=True)
         return self
 
-    def _run_chains(self, jobs, s) -> list:
-        total = len(jobs) * (s["n_burnin"] + s["n_keep"])
-        with progress_bar(bool(self.progress)) as bar:
-            task = bar.add_task("B-DeepNoise: initialising chains", total=total)
-            clock = {"t0": None, "new": 0}
-
-            def report(chain, k, resumed=False):
-                """k more sweeps of ``chain`` (``resumed``: sweeps done before the interruption)."""
-                if resumed:
-                    bar.update(task, advance=k)
-                    return
-                if clock["t0"] is None:  # the rate counts sweeps after the first one
-                    clock["t0"] = time.perf_counter()
-                else:
-                    clock["new"] += k
-                rate = clock["new"] / max(time.perf_counter() - clock["t0"], 1e-9)
-                bar.update(task, advance=k, description=f"B-DeepNoise {len(jobs)} chains, {rate:.2f} sweeps/s")
-
-            workers = min(s["n_jobs"], len(jobs))
-            if workers == 1:
-                return [_run_chain(job, report) for job in jobs]
-            return _run_parallel(jobs, workers, report)
-
     # ------------------------------------------------------------------ diagnostics
     def _diagnostics(self, warn: bool) -> dict:
-        """The shared schema of `dubito.inference.convergence` (``rhat_mean`` / ``ess_mean``: max
-        split R-hat / min bulk ESS of the predictive mean over the monitoring rows; ``rhat_loglik``
-        / ``ess_loglik`` of the train log-likelihood; ``converged`` at ``rhat_mean`` <= 1.1) plus
-        this estimator's own keys: per-row ``rhat_mean_rows`` / ``ess_mean_rows``, ``max_rhat`` /
-        ``min_ess`` over both functionals, and ``within_thresholds`` (max R-hat <= `RHAT_THRESHOLD`
-        and min ESS >= `ESS_THRESHOLD`: the stricter rule of the ConvergenceWarning; None with
-        fewer than 4 kept states per chain, when nothing is computed and no warning is given)."""
-        ll, mon = self.loglik_trace_, self.monitor_trace_
-        extra = dict(monitor_rows=self.monitor_rows_, rhat_threshold=RHAT_THRESHOLD, ess_threshold=ESS_THRESHOLD,
-                     chain_seconds=self.chain_seconds_,
-                     sweeps_per_second=float((self.n_burnin + self.n_keep) / max(self.chain_seconds_.mean(), 1e-12)))
-        if ll.shape[1] < 4:
-            nan_m = np.full(mon.shape[2], np.nan)
-            extra.update(rhat_mean_rows=nan_m, ess_mean_rows=nan_m.copy(), max_rhat=np.nan, min_ess=np.nan,
-                         within_thresholds=None)
-            return diagnostics_dict(sampler=True, mean_trace=mon, loglik_trace=ll, **extra)
-        r_ll, e_ll = float(split_rhat(ll)), float(ess_bulk(ll))
-        r_m = np.atleast_1d(split_rhat(mon))
-        e_m = np.atleast_1d(ess_bulk(mon))
-        max_rhat = float(np.max(np.r_[r_ll, r_m]))
-        min_ess = float(np.min(np.r_[e_ll, e_m]))
-        strict = bool(np.isfinite(max_rhat) and max_rhat <= RHAT_THRESHOLD and min_ess >= ESS_THRESHOLD)
-        extra.update(rhat_mean_rows=r_m, ess_mean_rows=e_m, max_rhat=max_rhat, min_ess=min_ess,
-                     within_thresholds=strict)
-        out = diagnostics_dict(sampler=True, mean_trace=mon, loglik_trace=ll, **extra)
-        if warn and not strict:
-            warnings.warn(
-                f"B-DeepNoise: max split R-hat {max_rhat:.3f} (threshold {RHAT_THRESHOLD}), min bulk ESS "
-                f"{min_ess:.0f} (threshold {ESS_THRESHOLD:.0f}) over the train log-likelihood and the predictive "
-                "mean at the monitoring rows: the chains have not mixed; run more sweeps (n_burnin, n_keep) "
-                "or chains. See diagnostics_",
-                ConvergenceWarning, stacklevel=3,
-            )
-        return out
+        """``diagnostics_`` (`dubito.regression.deepnoise_diagnostics`); ``warn``: a ConvergenceWarning
+        (at ``fit``'s caller) when the chains fail `RHAT_THRESHOLD` / `ESS_THRESHOLD`."""
+        return chain_diagnostics(self.loglik_trace_, self.monitor_trace_, self.monitor_rows_, self.chain_seconds_,
+                                 sweeps=self.n_burnin + self.n_keep, warn=warn)
 
     # ------------------------------------------------------------------ posterior states
     @property
@@ -641,21 +464,10 @@ class DeepNoiseRegressor(DubitoRegressor):
         width = max(check_widths(self.hidden) + (Xs.shape[1], 1))
         Xs = torch.as_tensor(Xs, dtype=torch.float64).to(dev)
         act = piecewise_activation(self.activation)
-        step = max(1, _CHUNK_ELEMENTS // max(1, R * width))
-        means, variances = [], []
-        for k, state in enumerate(self.states()):
-            m_parts, v_parts = [], []
-            for start in range(0, Xs.shape[0], step):
-                # state k's R noise draws: its own seed, common to every row and chunk, so a row's
-                # predictive does not depend on the other rows of X or their order
-                gen = torch.Generator(device=dev).manual_seed(_state_seed(self._predict_seed, k))
-                m, v = forward_moments(state, Xs[start : start + step], act, R, gen, shared=True)
-                m_parts.append(m)
-                v_parts.append(v)
-            means.append(torch.cat(m_parts, dim=1).T.cpu())
-            variances.append(torch.cat(v_parts, dim=1).T.cpu())
-        mean = torch.cat(means, dim=1).numpy() * self.y_scale_ + self.y_mean_
-        var = torch.cat(variances, dim=1).numpy() * self.y_scale_**2
+        seeds = [_state_seed(self._predict_seed, k) for k in range(self.n_states_)]
+        means, variances = state_components(self.states(), Xs, act, R, seeds, width)
+        mean = means.numpy() * self.y_scale_ + self.y_mean_
+        var = variances.numpy() * self.y_scale_**2
         return mean, var
 
     def predict_distribution(self, X, *, n_realizations=None) -> StateMixture:
@@ -708,30 +520,3 @@ class DeepNoiseRegressor(DubitoRegressor):
         return est
 
 
-def _run_parallel(jobs, workers: int, report) -> list:
-    """Chains in ``workers`` spawned processes (one torch/BLAS thread each, SIGINT ignored,
-    as the experiment runner's pool); progress comes back through a queue."""
-    ctx = multiprocessing.get_context("spawn")
-    q = ctx.Queue()
-    pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_chain_worker, initargs=(q,))
-
-    def drain(timeout):
-        try:
-            report(*q.get(timeout=timeout))
-            while True:
-                report(*q.get_nowait())
-        except queue_mod.Empty:
-            pass
-
-    try:
-        futures = [pool.submit(_run_chain, job) for job in jobs]
-        while not all(f.done() for f in futures):
-            drain(0.2)
-        results = [f.result() for f in futures]
-        drain(0.05)
-    except BaseException:
-        terminate_pool(pool)
-        raise
-    pool.shutdown(wait=True)
-    q.close()
-    return results

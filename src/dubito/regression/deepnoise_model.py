@@ -11,7 +11,9 @@ Priors (spec §1.3): β ~ N(0, ρ²) per weight, γ ~ N(0, ξ²), ρ², ξ², τ
 This module holds the dataclasses, the activation encoding and the forward/predictive maps
 (spec §3): noiseless DNN g(x, Γ), Monte-Carlo forward sampling, the Rao–Blackwellised
 Gaussian last layer, the Theorem 3 / Corollary 4 variance bounds and the Theorem 2 quadrature
-(test oracle). The Gibbs updates live in :mod:`dubito.regression.deepnoise_gibbs`.
+(test oracle), and the exact change of units of a state between two standardisations of the data
+(`rescale_params`, which starts a chain at an SGD fit). The Gibbs updates live in
+:mod:`dubito.regression.deepnoise_gibbs`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 __all__ = [
@@ -34,6 +37,7 @@ __all__ = [
     "log_density_recursive",
     "noiseless_forward",
     "piecewise_activation",
+    "rescale_params",
     "variance_bound",
 ]
 
@@ -412,3 +416,33 @@ def log_density_recursive(
         log_py = -0.5 * (yb - mean_y) ** 2 / var_y - 0.5 * torch.log(2 * math.pi * var_y)
         out.append(torch.logsumexp(log_py + log_pv, dim=1))
     return torch.cat(out)
+
+
+def rescale_params(params: DeepNoiseParams, source, target, rho2_floor: float = 1e-8) -> DeepNoiseParams:
+    """Map a state from one standardisation of (x, y) to another (exact affine change).
+
+    ``source``/``target`` = (x_mean, x_scale, y_mean, y_scale). With x_src = x_tgt·a + b
+    (a = sx_t/sx_s, b = (mx_t − mx_s)/sx_s) and y_tgt = y_src·c + d (c = sy_s/sy_t,
+    d = (my_s − my_t)/sy_t): W_0 ← diag(a) W_0, γ_0 ← γ_0 + b W_0; then W_L ← c W_L,
+    γ_L ← c γ_L + d, τ²_L ← c² τ²_L. Hidden noise is unchanged. ρ² = W², ξ² = γ² (floored)
+    are recomputed for the changed layers ([C] ρ = |β|, spec §2.3 step 2).
+    """
+    out = params.clone()
+    mx_s, sx_s, my_s, sy_s = source
+    mx_t, sx_t, my_t, sy_t = target
+    like = out.W[0]
+    a = torch.as_tensor(np.asarray(sx_t) / np.asarray(sx_s), dtype=like.dtype, device=like.device)
+    b = torch.as_tensor((np.asarray(mx_t) - np.asarray(mx_s)) / np.asarray(sx_s), dtype=like.dtype, device=like.device)
+    W0 = out.W[0]
+    out.gamma[0] = out.gamma[0] + b @ W0
+    out.W[0] = a[:, None] * W0
+    c = float(sy_s) / float(sy_t)
+    d = (float(my_s) - float(my_t)) / float(sy_t)
+    L = out.n_hidden
+    out.W[L] = out.W[L] * c
+    out.gamma[L] = out.gamma[L] * c + d
+    out.tau2[L] = out.tau2[L] * c**2
+    for l in {0, L}:
+        out.rho2[l] = torch.clamp(out.W[l] ** 2, min=rho2_floor)
+        out.xi2[l] = torch.clamp(out.gamma[l] ** 2, min=rho2_floor)
+    return out
