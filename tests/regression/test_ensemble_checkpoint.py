@@ -6,7 +6,7 @@ import torch
 
 from dubito.data.synthetic import toy2
 from dubito.regression import DeepEnsembleRegressor
-from dubito.regression import ensemble
+from dubito.regression import ensemble_training as ensemble
 
 # 9 epochs so that the halving schedule (last 5 epochs) starts after the interruption point
 KW = dict(n_members=3, hidden=(16, 8), epochs=9, batch_size=32, lr=1e-2, lr_drop="halving", progress=False,

@@ -154,7 +154,7 @@ def test_ensemble_members_stop_on_their_own_and_nested_members_agree(Xy):
 
 def test_ensemble_resume_with_early_stopping_gives_the_uninterrupted_fit(Xy, tmp_path, monkeypatch):
     """An interrupted validated fit resumes to the same weights, curves and best epochs."""
-    from dubito.regression import ensemble
+    from dubito.regression import ensemble_training as ensemble
 
     X, y = Xy
     kw = dict(checkpoint_dir=tmp_path, checkpoint_every=2)

@@ -10,7 +10,8 @@ Algorithm 1 of the paper:
    -L(theta; D) + (lambda/2) ||theta||^2 from its own random initialisation with its own
    mini-batch order. Here all L members are trained *together*: stacked weights
    (L, in, out), ``torch.baddbmm``, one Adam over all parameters, the loss summed over
-   members. Adam and coupled L2 act elementwise, so this is exactly L independent trainings.
+   members. Adam and coupled L2 act elementwise, so this is exactly L independent trainings
+   (`dubito.regression.ensemble_training`).
 2. Post-processing: for each member, the closed-form variance (eq. 36)
 
        gamma_l = p_h / ( sum_i ||h_l(x_i)||^2 / sigma_l^2(x_i) + p_h lambda_prior )
@@ -44,8 +45,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from dubito import io
-from dubito._estimator import DubitoRegressor, check_stored_size, fitted_number, seed_base, seeds_from
+from dubito._estimator import DubitoRegressor, seed_base
 from dubito._validation import (
     check_bool,
     check_choice,
@@ -57,29 +57,23 @@ from dubito.early_stopping import (
     DEFAULT_PATIENCE,
     DEFAULT_VALIDATION_FRACTION,
     EarlyStopping,
-    best_copy,
     check_patience,
     check_validation_fraction,
-    copy_best_members,
     regression_holdout,
 )
-from dubito.graphed_steps import GraphedSteps, prepare_optimizer, set_learning_rate
-from dubito.nn.batched import (
-    ACTIVATIONS,
-    BatchedGaussianMLP,
-    gaussian_nll,
-    member_permutations,
-)
+from dubito.nn.batched import ACTIVATIONS, BatchedGaussianMLP
 from dubito.predictive.mixture import GaussianMixture
 from dubito.regression._gamma import augment_bias, feature_sums
-from dubito.search_space import Choice, Float
-from dubito.training_checkpoint import (
-    check_resume,
-    estimator_settings,
-    load_training,
-    save_training,
+from dubito.regression.ensemble_io import ensemble_from_state, ensemble_state
+from dubito.regression.ensemble_training import (
+    LR_DROPS,
+    MemberCheckpoint,
+    lr_factor,
+    member_generators,
+    train_members,
 )
-from dubito.training_loop import NAIVE_GAUSSIAN_NLL, run_epochs
+from dubito.search_space import Choice, Float
+from dubito.training_checkpoint import check_resume, estimator_settings
 from dubito.variance_scale import fit_variance_scale
 
 __all__ = [
@@ -92,17 +86,6 @@ __all__ = [
     "train_members",
 ]
 
-#: Learning-rate schedules (spec pitfall P11), each over the last ``DROP_EPOCHS`` epochs:
-#: "halving"         x0.5 in each of the last 5 epochs, cumulative (x0.5 ... x0.03125):
-#:                   the paper's real-data schedule (Sec. 4.2 / Table 1).
-#: "step"            one x0.1 drop for the last 5 epochs: the paper's toy schedule
-#:                   ("drop factor 0.1 for the last five epochs", Sec. 4.1).
-#: "step_cumulative" x0.1 in each of the last 5 epochs, cumulative: the other reading of
-#:                   the toy sentence (P11).
-#: "none"            constant learning rate.
-LR_DROPS = ("halving", "step", "step_cumulative", "none")
-DROP_EPOCHS = 5
-
 #: Minimum number of training rows: the target is standardised by its standard deviation,
 #: which needs at least 2 rows (and 2 distinct values). Fewer is refused at ``fit``.
 MIN_SAMPLES = 2
@@ -111,157 +94,9 @@ MIN_SAMPLES = 2
 #: the held-out rows (`dubito.variance_scale`; 1 without held-out rows); "none" keeps the members'.
 VARIANCE_SCALINGS = ("heldout", "none")
 
-#: The class name recorded in a training checkpoint (`dubito.training_checkpoint`).
-_CHECKPOINT_KIND = "DeepEnsembleTrainingCheckpoint"
-
 # Rows per forward chunk at prediction / gamma time: keeps (L, rows, width) float64
 # activations under ~128 MB.
 _CHUNK_ELEMENTS = 1 << 24
-
-
-def lr_factor(epoch: int, epochs: int, schedule: str) -> float:
-    """Multiplier of the base learning rate in ``epoch`` (0-based) of ``epochs``.
-
-    The drop covers the last ``min(5, epochs - 1)`` epochs (so a run always starts at the
-    base rate); the k-th dropped epoch (k = 1, 2, ...) gets 0.5^k ("halving"), 0.1 ("step")
-    or 0.1^k ("step_cumulative").
-    """
-    if schedule not in LR_DROPS:
-        raise ValueError(f"lr_drop must be one of {list(LR_DROPS)}, got {schedule!r}")
-    n_drop = min(DROP_EPOCHS, epochs - 1)
-    k = epoch - (epochs - n_drop) + 1  # 1 in the first dropped epoch
-    if schedule == "none" or k < 1:
-        return 1.0
-    if schedule == "halving":
-        return 0.5**k
-    if schedule == "step":
-        return 0.1
-    return 0.1**k  # step_cumulative
-
-
-def member_generators(random_state, n_members: int) -> list[torch.Generator]:
-    """One CPU ``torch.Generator`` per member, member l's seed a function of (seed, l) only.
-
-    ``random_state``: None, an int, or a ``numpy.random.RandomState`` (scikit-learn's
-    convention). Because member l's stream does not depend on ``n_members``, the first k
-    members of an L-member fit are the members of a k-member fit with the same int seed.
-    """
-    return [torch.Generator().manual_seed(seed) for seed in seeds_from(random_state, n_members)]
-
-
-class MemberCheckpoint(NamedTuple):
-    """Where and when `train_members` saves its state (`dubito.training_checkpoint`): the
-    ``.safetensors`` ``path``, the ``settings`` a resumed run must match, every ``every``
-    epochs (and after the last), and whether to ``resume`` from ``path`` when it exists."""
-
-    path: Path
-    settings: dict
-    every: int
-    resume: bool = False
-
-
-def train_members(
-    net: BatchedGaussianMLP,
-    X: torch.Tensor,
-    y: torch.Tensor,
-    *,
-    generators,
-    lr: float,
-    weight_decay: float,
-    batch_size: int,
-    epochs: int,
-    lr_drop: str,
-    progress: bool = False,
-    description: str = "deep ensemble",
-    checkpoint: MemberCheckpoint | None = None,
-    validation: tuple[torch.Tensor, torch.Tensor] | None = None,
-    stopper: EarlyStopping | None = None,
-) -> np.ndarray:
-    """Train all members of ``net`` together; returns the epoch-mean NLL per member, (epochs run, L).
-
-    Each epoch every member draws its own permutation of the rows from its own generator and
-    walks through it in mini-batches of ``batch_size`` (the last one may be smaller). The
-    step minimises sum_l mean_{i in batch_l} l_i(theta_l) with one
-    ``torch.optim.Adam(weight_decay=weight_decay)`` (coupled L2) over all stacked parameters.
-
-    With ``validation`` = (X_val, y_val) and a ``stopper`` (`dubito.early_stopping`), each
-    member's held-out NLL (`gaussian_nll`) is scored after every epoch, each member keeps the
-    weights of its best epoch, training ends when every member has gone ``stopper.patience``
-    epochs without improving (or at ``epochs``), and ``net`` ends with each member's best
-    weights. Member l's rows, order and stopping depend only on its own stream, as without it.
-
-    With a ``checkpoint`` the weights (and the best weights), Adam's state, the members'
-    generators, the curves and the stopper are saved atomically every ``checkpoint.every``
-    epochs and at the end; ``checkpoint.resume`` restores them first, so the run ends where an
-    uninterrupted one would.
-    """
-    n = X.shape[0]
-    L = net.n_members
-    if (validation is None) != (stopper is None):
-        raise ValueError("train_members needs both validation rows and a stopper, or neither")
-    opt = prepare_optimizer(torch.optim.Adam(net.parameters(), lr=lr, weight_decay=weight_decay), X.device)
-    curve: list[np.ndarray] = []  # epoch-mean NLL per member, (L,) per epoch
-    modules = {"net": net}
-    validate = keep_best = restore_best = None
-    if stopper is not None:
-        modules["best"] = best = best_copy(net)  # in the checkpoint: a resumed run keeps the best weights
-
-        def keep_best(improved):
-            copy_best_members(best, net, improved)
-
-        def restore_best():
-            net.load_state_dict(best.state_dict())
-
-        @torch.no_grad()
-        def validate():
-            mean, var, _ = net(validation[0])
-            return gaussian_nll(mean, var, validation[1]).double().cpu().numpy()
-
-    parts = dict(modules=modules, optimizer=opt, generators={f"member{l}": g for l, g in enumerate(generators)})
-    start = 0
-    if checkpoint is not None and checkpoint.resume and checkpoint.path.is_file():
-        start, record = load_training(checkpoint.path, _CHECKPOINT_KIND, checkpoint.settings, **parts)
-        curve = list(np.asarray(record["curve"], dtype=np.float64).reshape(start, L))
-        if stopper is not None:
-            stopper.restore(record["stopper"])
-        prepare_optimizer(opt, X.device)  # the file holds the learning rate as a number
-
-    def step(idx: torch.Tensor) -> torch.Tensor:
-        opt.zero_grad(set_to_none=True)
-        mean, var, _ = net(X[idx])
-        per_member = gaussian_nll(mean, var, y[idx])  # (L,)
-        per_member.sum().backward()
-        opt.step()
-        return per_member.detach()
-
-    run_step = GraphedSteps(step, device=X.device)
-
-    def train_epoch(epoch: int) -> float:
-        set_learning_rate(opt, lr * lr_factor(epoch, epochs, lr_drop))
-        perms = member_permutations(n, generators, device=X.device)
-        total = torch.zeros(L, dtype=torch.float64, device=X.device)
-        for first in range(0, n, batch_size):
-            idx = perms[:, first : first + batch_size]  # (L, b): member l's rows
-            total += run_step(idx).double() * idx.shape[1]
-        curve.append((total / n).cpu().numpy())
-        return float(curve[-1].mean())
-
-    def after_epoch(epoch: int, stopper: EarlyStopping | None, _) -> None:
-        done = stopper is not None and stopper.done
-        if checkpoint is not None and ((epoch + 1) % checkpoint.every == 0 or epoch + 1 == epochs or done):
-            record = {"curve": np.asarray(curve).tolist()}
-            if stopper is not None:
-                record["stopper"] = stopper.state()
-            save_training(checkpoint.path, _CHECKPOINT_KIND, checkpoint.settings, epoch=epoch + 1,
-                          record=record, **parts)
-
-    net.train()
-    run_epochs(train_epoch, epochs=epochs, description=f"{description} (L={L})", progress=progress,
-               validate=validate, n_units=L, keep_best=keep_best, restore_best=restore_best, stopper=stopper,
-               start_epoch=start, loss_curve=[c.mean() for c in curve], after_epoch=after_epoch, lr=lr,
-               naive_loss=NAIVE_GAUSSIAN_NLL)
-    net.eval()
-    return np.asarray(curve, dtype=np.float64).reshape(-1, L)
 
 
 class MemberComponents(NamedTuple):
@@ -637,46 +472,13 @@ class DeepEnsembleRegressor(DubitoRegressor):
 
     # ------------------------------------------------------------------ persistence
     def _state(self) -> tuple[dict, dict]:
-        """Tensors ``net.*``, ``gammas``, the scaling, ``loss_curve``, ``validation_curve``;
-        settings ``params`` and ``fitted`` (the common and training records, lambda_prior,
-        weight_decay)."""
-        fitted = dict(self._common_fitted(), **self._training_fitted(), lambda_prior=self.lambda_prior_,
-                      weight_decay=self.weight_decay_, variance_scale=self.variance_scale_)
-        tensors = {f"net.{k}": v for k, v in self.net_.state_dict().items()}
-        tensors["gammas"] = torch.as_tensor(self.gammas_, dtype=torch.float64)
-        tensors.update(self._scaling_tensors())
-        tensors["loss_curve"] = torch.as_tensor(self.loss_curve_, dtype=torch.float64)
-        tensors["validation_curve"] = torch.as_tensor(self.validation_curve_, dtype=torch.float64)
-        return tensors, {"params": io.json_params(self), "fitted": fitted}
+        """(tensors, settings) for `DubitoEstimator.save` (`dubito.regression.ensemble_io`)."""
+        return ensemble_state(self)
 
     @classmethod
     def _from_state(cls, tensors, settings, *, device=None, where="", **kwargs) -> DeepEnsembleRegressor:
-        """Inverse of `_state`. Files of older versions: y_mean / y_scale in ``fitted``; before
-        validated fitting no held-out record (every member ran to the cap). Shapes that do not fit
-        together raise RuntimeError (one ValueError from `load`)."""
-        fitted = settings["fitted"]
-        params = io.params_from_json(settings["params"], device=device)
-        params.setdefault("variance_scaling", "none")  # files written before variance scaling
-        est = cls(**params)
-        s = est._settings()
-        L = s["n_members"]
-        p = est._restore_common(fitted)
-        check_stored_size(tensors, "net.", (p, *s["hidden"], 1), copies=L)
-        gens = [torch.Generator() for _ in range(L)]  # values overwritten below
-        net = BatchedGaussianMLP(L, p, s["hidden"], s["activation"], generators=gens, dtype=torch.float64)
-        net.load_state_dict({k[len("net."):]: v for k, v in tensors.items() if k.startswith("net.")}, strict=True)
-        est.net_ = net.double().to(s["device"])
-        est.gammas_ = tensors["gammas"].double().numpy()
-        est._restore_scaling(tensors, fitted, p)
-        est.loss_curve_ = tensors["loss_curve"].double().numpy()
-        est.lambda_prior_ = fitted_number(fitted, "lambda_prior", nonnegative=True)
-        est.weight_decay_ = fitted_number(fitted, "weight_decay", nonnegative=True)
-        est.variance_scale_ = fitted_number(fitted, "variance_scale", default=1.0, positive=True)  # files before variance scaling: 1
-        est._restore_training(fitted, tensors, len(est.loss_curve_), n_units=L)
-        if not (est.gammas_.shape == (L,) and est.best_epoch_.shape == (L,)
-                and est.validation_curve_.ndim == 2 and est.validation_curve_.shape[1] == L):
-            raise RuntimeError("inconsistent tensor shapes")
-        return est
+        """The estimator rebuilt by `DubitoEstimator.load` (`dubito.regression.ensemble_io`)."""
+        return ensemble_from_state(cls, tensors, settings, device=device)
 
 
 def _param_device(net: torch.nn.Module) -> torch.device:

@@ -1,0 +1,63 @@
+"""The persistence hooks of `DeepEnsembleRegressor`: what ``save`` writes and ``load`` reads back.
+
+`ensemble_state` / `ensemble_from_state` are the estimator's ``_state`` / ``_from_state``
+(`dubito._estimator.DubitoEstimator` writes them as one safetensors file with JSON settings, no
+pickle): the members' stacked weights (``net.*``), ``gammas``, the scaling, ``loss_curve`` and
+``validation_curve`` as tensors; the constructor settings and the fitted record (the common and
+training records, ``lambda_prior``, ``weight_decay``, ``variance_scale``) as JSON. Files of older
+versions hold y_mean / y_scale in ``fitted``; before validated fitting they have no held-out record
+(every member ran to the cap) and before variance scaling no ``variance_scale`` (1).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dubito import io
+from dubito._estimator import check_stored_size, fitted_number
+from dubito.nn.batched import BatchedGaussianMLP
+
+__all__ = ["ensemble_from_state", "ensemble_state"]
+
+
+def ensemble_state(est) -> tuple[dict, dict]:
+    """(tensors, settings) of a fitted `DeepEnsembleRegressor` (its ``_state``): tensors ``net.*``,
+    ``gammas``, the scaling, ``loss_curve``, ``validation_curve``; settings ``params`` and ``fitted``
+    (the common and training records, lambda_prior, weight_decay, variance_scale)."""
+    fitted = dict(est._common_fitted(), **est._training_fitted(), lambda_prior=est.lambda_prior_,
+                  weight_decay=est.weight_decay_, variance_scale=est.variance_scale_)
+    tensors = {f"net.{k}": v for k, v in est.net_.state_dict().items()}
+    tensors["gammas"] = torch.as_tensor(est.gammas_, dtype=torch.float64)
+    tensors.update(est._scaling_tensors())
+    tensors["loss_curve"] = torch.as_tensor(est.loss_curve_, dtype=torch.float64)
+    tensors["validation_curve"] = torch.as_tensor(est.validation_curve_, dtype=torch.float64)
+    return tensors, {"params": io.json_params(est), "fitted": fitted}
+
+
+def ensemble_from_state(cls, tensors, settings, *, device=None):
+    """Inverse of `ensemble_state` (the estimator's ``_from_state``, class ``cls``). Files of older versions: y_mean / y_scale in ``fitted``; before
+    validated fitting no held-out record (every member ran to the cap). Shapes that do not fit
+    together raise RuntimeError (one ValueError from `load`)."""
+    fitted = settings["fitted"]
+    params = io.params_from_json(settings["params"], device=device)
+    params.setdefault("variance_scaling", "none")  # files written before variance scaling
+    est = cls(**params)
+    s = est._settings()
+    L = s["n_members"]
+    p = est._restore_common(fitted)
+    check_stored_size(tensors, "net.", (p, *s["hidden"], 1), copies=L)
+    gens = [torch.Generator() for _ in range(L)]  # values overwritten below
+    net = BatchedGaussianMLP(L, p, s["hidden"], s["activation"], generators=gens, dtype=torch.float64)
+    net.load_state_dict({k[len("net."):]: v for k, v in tensors.items() if k.startswith("net.")}, strict=True)
+    est.net_ = net.double().to(s["device"])
+    est.gammas_ = tensors["gammas"].double().numpy()
+    est._restore_scaling(tensors, fitted, p)
+    est.loss_curve_ = tensors["loss_curve"].double().numpy()
+    est.lambda_prior_ = fitted_number(fitted, "lambda_prior", nonnegative=True)
+    est.weight_decay_ = fitted_number(fitted, "weight_decay", nonnegative=True)
+    est.variance_scale_ = fitted_number(fitted, "variance_scale", default=1.0, positive=True)  # files before variance scaling: 1
+    est._restore_training(fitted, tensors, len(est.loss_curve_), n_units=L)
+    if not (est.gammas_.shape == (L,) and est.best_epoch_.shape == (L,)
+            and est.validation_curve_.ndim == 2 and est.validation_curve_.shape[1] == L):
+        raise RuntimeError("inconsistent tensor shapes")
+    return est
