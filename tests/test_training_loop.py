@@ -96,6 +96,30 @@ def test_a_non_finite_or_exploding_loss_stops_training_naming_the_learning_rate(
     assert epochs_run == [0, 1, 2]
 
 
+def test_a_spike_that_training_recovers_from_is_not_a_divergence():
+    from dubito.training_loop import DIVERGED, RECOVERED
+
+    big = 2 * DIVERGED
+
+    def losses(values):
+        return lambda epoch: values[epoch]
+
+    # spikes followed by a healthy epoch, as the uci protein ensemble at lr 0.01 (epochs 23 and 31 at 214
+    # and 1.4e4, then 0.16): training goes on
+    spiky = [0.5, big, 0.4, big, RECOVERED, 0.3]
+    record = run_epochs(losses(spiky), epochs=len(spiky), description="toy", progress=False, naive_loss=1.0)
+    assert record.loss_curve.size == len(spiky)
+    # not back within RECOVERED x naive in the next epoch (MC dropout at lr 10: 4.0e14, then 4.7e8)
+    stuck = [0.5, big, RECOVERED * 1.01, 0.3]
+    with pytest.raises(FloatingPointError, match=r"loss is 10.1 in epoch 3 after 2e\+04 in epoch 2, over 10000 x the 1 "
+                                                 r"of predicting the mean: the optimiser diverged; lower the learning "
+                                                 r"rate \(lr=1\)"):
+        run_epochs(losses(stuck), epochs=len(stuck), description="toy", progress=False, naive_loss=1.0, lr=1.0)
+    # above the bound in the last epoch: the weights it leaves are those of the spike
+    with pytest.raises(FloatingPointError, match="in epoch 3, over 10000"):
+        run_epochs(losses([0.5, 0.4, big]), epochs=3, description="toy", progress=False, naive_loss=1.0)
+
+
 @pytest.mark.parametrize("name,lr", [("DeterministicRegressor", 1e6), ("MixtureDensityRegressor", 10.0),
                                      ("DeepEnsembleRegressor", 10.0), ("MCDropoutRegressor", 10.0)])
 def test_estimators_with_a_diverging_learning_rate_stop_with_one_clear_error(name, lr):
