@@ -386,6 +386,9 @@ Findings against the paper (paper preset, 5 draws / 10 splits; read with the tab
   0.65 -> 0.37 -> 0.38; N = 400: 0.28 -> 0.20 -> 0.17). So the short fit explains the gap at
   N = 400 (0.84 with N = 800's budget) and most of it at N = 200, not at N = 100, where longer
   training shrinks the members' disagreement faster than their error and the coverage falls.
+
+Run history: first run at 067780d (2026-11-22; store lost); re-run on 2026-11-27 at 8c45067 to
+ship the cells (issue 23), with the same numbers to the page's printed precision.
 """
 
 

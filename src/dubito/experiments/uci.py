@@ -199,6 +199,12 @@ Findings against the paper (DE, 20 splits; 5 for protein):
 - EXT vs DE: the last-layer term widens the 95 % intervals by 0-3.3 % and changes the NLL by less
   than 0.04 except on wine (-0.07); with N of several hundred to tens of thousands gamma_l is O(1/N),
   so its contribution is small, as Hoffmann & Elster report for their larger data sets.
+
+Run history: first run at 067780d (2026-11-22; store lost). Re-run on 2026-11-27 at 8c45067 to ship
+the cells (issue 23): every cell gave the numbers of the first run to the page's printed precision,
+except protein split 1, which the training loop's divergence check (added since, issue 22) stopped
+at a one-epoch loss spike (epochs 23 and 31 at 214 and 1.4e4, back at 0.16 the next epoch). The
+check now lets training recover from a spike (commit 05c7b3e); that cell was run again there.
 """
 
 
