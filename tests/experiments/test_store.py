@@ -13,7 +13,8 @@ import pytest
 
 import dubito
 from dubito.experiments.base import Cell, CellResult
-from dubito.experiments.store import ResultsStore, StoredCell, git_commit
+from dubito.experiments.provenance import git_commit
+from dubito.experiments.store import ResultsStore, StoredCell
 
 CELL = Cell("exp", "quick", "yacht", "de", 0, 1, {"epochs": 3, "hidden": [8]})
 OTHER = Cell("exp", "quick", "yacht", "de", 1, 1, {"epochs": 3})
@@ -64,7 +65,7 @@ def test_git_commit_none_outside_a_checkout(tmp_path, monkeypatch):
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=dubito.__file__.rsplit("/src/", 1)[0],
                           capture_output=True, text=True)
     if head.returncode == 0:  # the cache forgotten first: HEAD may have moved since this process asked
-        from dubito.experiments.store import _git_commit_of
+        from dubito.experiments.provenance import _git_commit_of
 
         _git_commit_of.cache_clear()
         assert git_commit(dubito.__file__.rsplit("/src/", 1)[0]).startswith(head.stdout.strip())

@@ -1,5 +1,5 @@
 """The IC-NLM's tabulated predictive in the far tails: sparse tail nodes from the 8-sd core out to
-z_cap (`dubito.regression.copula._z_grid`, module docstring "Tabulation").
+z_cap (`dubito.regression.copula_grid._z_grid`, module docstring "Tabulation").
 
 Before the tail nodes, the per-input grid spanned only m +- 8 s in z, so a response more than 8
 conditional sds away got density exactly 0 from the `GridDensity` and an infinite NLL, although the

@@ -42,6 +42,7 @@ import numpy as np
 import dubito
 from dubito.experiments import get
 from dubito.experiments.base import Experiment, PaperNumber
+from dubito.experiments.provenance import git_commit
 from dubito.experiments.report_figures import _plots
 from dubito.experiments.report_rows import (
     DOT,
@@ -50,7 +51,7 @@ from dubito.experiments.report_rows import (
     _group,
     _match_paper,
 )
-from dubito.experiments.store import ResultsStore, git_commit
+from dubito.experiments.store import ResultsStore
 from dubito.experiments.store_transfer import export_cells
 from dubito.io import atomic_write_text
 

@@ -34,19 +34,17 @@ import json
 import os
 import socket
 import sqlite3
-import subprocess
 import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from dubito import __version__
 from dubito.experiments.base import Cell, CellResult
+from dubito.experiments.provenance import git_commit, package_version
 
-__all__ = ["ResultsStore", "StoredCell", "git_commit", "package_version"]
+__all__ = ["ResultsStore", "StoredCell"]
 
 APPLICATION = "dubito-results"
 KEY_COLUMNS = ("experiment", "preset", "dataset", "method", "split", "seed")
@@ -111,36 +109,6 @@ class StoredCell:
     @property
     def key(self) -> tuple[str, str, str, str, int, int]:
         return (self.experiment, self.preset, self.dataset, self.method, self.split, self.seed)
-
-
-def package_version() -> str:
-
-    return __version__
-
-
-@lru_cache(maxsize=None)
-def _git_commit_of(cwd: str) -> str | None:
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=30, check=True
-        ).stdout
-
-    try:
-        head = git("rev-parse", "HEAD").strip()
-        # generated reports (docs/results) do not make the code dirty: writing one report
-        # must not mark the next as made from uncommitted code
-        dirty = bool(git("status", "--porcelain", "--", ":(top)", ":(top,exclude)docs/results").strip())
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return f"{head}-dirty" if dirty else head or None
-
-
-def git_commit(cwd=None) -> str | None:
-    """``git rev-parse HEAD`` of ``cwd`` (default: the working directory), with "-dirty" when
-    ``git status --porcelain`` lists anything outside ``docs/results``; None outside a git
-    checkout or without git.
-    Computed once per directory and process."""
-    return _git_commit_of(str(Path(cwd or os.getcwd()).resolve()))
 
 
 def _pid_alive(pid: int) -> bool:

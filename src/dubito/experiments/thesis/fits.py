@@ -11,7 +11,7 @@ import numpy as np
 
 import dubito
 from dubito.classification import MCDropoutClassifier
-from dubito.experiments.store import git_commit
+from dubito.experiments.provenance import git_commit
 from dubito.experiments.thesis.data import _Data
 from dubito.experiments.thesis.vocab import DROPOUT, _cache_dir
 from dubito.io import atomic_write_text
