@@ -50,6 +50,7 @@ from dubito._estimator import DubitoRegressor, seed_base
 from dubito._validation import (
     check_bool,
     check_choice,
+    check_fitted,
     check_float,
     check_int,
     check_widths,
@@ -280,11 +281,33 @@ class NUTSNetworkRegressor(DubitoRegressor):
                           stacklevel=3)
 
     # ------------------------------------------------------------------ predict
+    def _draws(self, n_samples, random_state) -> np.ndarray:
+        """Indices of the kept draws (chain-major): all for ``n_samples`` None or >= their number,
+        else n of them without replacement, sorted, by ``numpy.random.default_rng(random_state)``."""
+        check_fitted(self, ["samples_"])
+        total = self.samples_.shape[0] * self.samples_.shape[1]
+        if n_samples is None:
+            return np.arange(total)
+        n = check_int(n_samples, "n_samples", min_value=1)
+        if n >= total:
+            return np.arange(total)
+        return np.sort(np.random.default_rng(random_state).choice(total, size=n, replace=False))
+
+    def sample_parameters(self, n_samples=None, *, random_state=0) -> np.ndarray:
+        """The network weights w_s of the kept draws `sample_functions` picks (standardised units),
+        float64 (S', n_weights_)."""
+        idx = self._draws(n_samples, random_state)
+        theta = self.samples_.reshape(-1, self.samples_.shape[-1])[:, :self.n_weights_]
+        return theta[torch.as_tensor(idx, device=theta.device)].cpu().numpy()
+
     @torch.no_grad()
-    def sample_functions(self, X) -> np.ndarray:
-        """g(x; w_s) for every kept draw (chains x samples, chain-major), y units: (S, N)."""
+    def sample_functions(self, X, n_samples=None, *, random_state=0) -> np.ndarray:
+        """g(x; w_s) for the kept draws (chains x samples, chain-major), y units: (S', N). All of them
+        by default; ``n_samples``: that many, picked by ``random_state`` (the same draws for any X)."""
         Xs = self._standardise(X, fitted_attributes=["samples_"])
         theta = self.samples_.reshape(-1, self.samples_.shape[-1])[:, :self.n_weights_]
+        if n_samples is not None:
+            theta = theta[torch.as_tensor(self._draws(n_samples, random_state), device=theta.device)]
         Xs = torch.as_tensor(Xs, dtype=torch.float64, device=theta.device)
         act = ACTIVATIONS[self.activation]
         step = max(1, (1 << 23) // max(1, Xs.shape[0] * max(self.widths_)))

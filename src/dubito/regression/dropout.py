@@ -240,6 +240,11 @@ class MCDropoutRegressor(_MLPRegressor):
                 out[t0 : t0 + per, r0 : r0 + rows] = self.net_(x, block)[..., 0].cpu()
         return out.numpy() * self.y_scale_ + self.y_mean_
 
+    def sample_functions(self, X, n_samples=None, *, random_state=None) -> np.ndarray:
+        """The networks of T dropout masks at the rows of X, user units, (T, N): `predict_draws`; the
+        same (``n_samples``, ``random_state``) gives the same networks for any X."""
+        return self.predict_draws(X, n_samples=n_samples, random_state=random_state)
+
     def predict_distribution(self, X, *, n_samples=None, random_state=None) -> Samples:
         """``Samples(draws (T, N), noise_std=sqrt(noise_var_))`` (user units); with
         ``noise="none"`` a KDE of the draws (``Samples`` without ``noise_std``)."""

@@ -466,6 +466,12 @@ class HyperVIRegressor(DubitoRegressor):
         Xt = torch.as_tensor(Xs, dtype=torch.float64, device=theta.device)
         return self._predict_std(theta, Xt).cpu().numpy()
 
+    def sample_functions(self, X, n_samples=None, *, random_state=None) -> np.ndarray:
+        """f_θm(x) of n predictors θ_m ~ q (default ``n_predictors``) at the rows of X, user units,
+        (n, N); the same (``n_samples``, ``random_state``) gives the same predictors for any X."""
+        n = self._settings()["n_predictors"] if n_samples is None else n_samples
+        return self.sample_predictions(X, n, random_state) * self.y_scale_ + self.y_mean_
+
     # ------------------------------------------------------------------ predict
     def predict_distribution(self, X, random_state=None) -> Samples:
         """(1/M) Σ_m N(y; f_θm(x), σ_l²) in user units, M = n_predictors (`Samples`)."""

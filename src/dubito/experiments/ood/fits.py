@@ -1,4 +1,5 @@
-"""Method -> fitted predictors (HyVI / MFVI, MC dropout, the ensemble, NUTS) behind one protocol."""
+"""Method -> fitted estimator (HyVI / MFVI, MC dropout, the ensemble, NUTS), seen through the
+estimators' own ``sample_functions`` and ``sample_parameters``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -19,25 +21,47 @@ from dubito.experiments.ood.data import _Data
 from dubito.experiments.ood.formulas import mc_dropout_weight_decay
 from dubito.experiments.ood.vocab import HYVI, VARIANT
 from dubito.methods import build, get_method
-from dubito.nn.flat_mlp import FlatMLP
 
 # ---------------------------------------------------------------------------------- fitted methods
 
 
 @dataclass
 class _Fit:
-    """A fitted method seen through its predictors (standardised units).
+    """A fitted method: ``model.sample_functions(X, n, random_state=seed)`` gives one fixed set of
+    n predictors at the rows of X, (n', N) (n' = n, or the ensemble's members / the NUTS draws
+    available), the same set for any X; ``model.sample_parameters(n, random_state=seed)`` their
+    weights, (n', d) (none for MC dropout). Units: the split's standardised ones (the estimators'
+    internal scaling is the identity there, up to rounding; not on ood-wave, see NOTES)."""
 
-    predictors(n, seed) -> f(X) -> (n', N): one fixed set of n predictors (n' = n, or the
-    ensemble's members / the HMC draws available), each shared by all rows of X.
-    params(n, seed) -> (n', d) parameter samples or None (MC dropout)."""
-
-    predictors: Callable[[int, int], Callable[[np.ndarray], np.ndarray]]
-    params: Callable[[int, int], np.ndarray | None]
+    model: Any
     lpp_kind: str          # "mixture" | "gaussian"
     seconds: float
     epochs: float
     info: dict
+
+    def predictors(self, n: int, seed: int) -> Callable[[np.ndarray], np.ndarray]:
+        return lambda X: self.model.sample_functions(X, n, random_state=seed)
+
+    def params(self, n: int, seed: int) -> np.ndarray | None:
+        sample = getattr(self.model, "sample_parameters", None)
+        return None if sample is None else np.asarray(sample(n, random_state=seed))
+
+
+class _MemberEnsemble:
+    """The paper's "Ensemble": MSE-trained members, each one predictor (``n`` and the seed do not
+    choose among them); its parameters are the members' weight vectors in their internal
+    standardised units (= ours up to float rounding: our data are standardised already with the
+    same statistics; not so on ood-wave)."""
+
+    def __init__(self, members):
+        self.members = members
+
+    def sample_functions(self, X, n_samples=None, *, random_state=None) -> np.ndarray:
+        return np.stack([m.predict(X) for m in self.members])
+
+    def sample_parameters(self, n_samples=None, *, random_state=None) -> np.ndarray:
+        return np.stack([torch.cat([p.detach().double().flatten() for p in m.net_.parameters()]).cpu().numpy()
+                         for m in self.members])
 
 
 def _curve(a, n: int = 200) -> list[float]:
@@ -45,10 +69,6 @@ def _curve(a, n: int = 200) -> list[float]:
     if a.size > n:
         a = a[np.round(np.linspace(0, a.size - 1, n)).astype(int)]
     return np.round(a, 6).tolist()
-
-
-def _chunk_rows(n_predictors: int, width: int, budget: int = 1 << 23) -> int:
-    return max(1, budget // max(1, n_predictors * width))
 
 
 def _fit_hyvi(method: str, d: _Data, s: dict, device: str, progress: bool, random_state: int) -> _Fit:
@@ -79,26 +99,10 @@ def _fit_hyvi(method: str, d: _Data, s: dict, device: str, progress: bool, rando
     seconds = time.perf_counter() - t0
     if resumed:  # count the interrupted runs' training too (the checkpoint keeps it)
         seconds = max(seconds, est.train_seconds_)
-    net = FlatMLP(d.X_tr.shape[1], hidden=int(s["hidden"]), activation=s["activation"])
-
-    def predictors(n, seed):
-        theta = torch.as_tensor(est.sample_parameters(n, random_state=seed), dtype=torch.float32)
-        rows = _chunk_rows(theta.shape[0], int(s["hidden"]))
-
-        def f(X):
-            X = np.asarray(X, dtype=np.float64)
-            out = []
-            with torch.no_grad():
-                for r0 in range(0, X.shape[0], rows):
-                    out.append(net(theta, torch.as_tensor(X[r0:r0 + rows], dtype=torch.float32)).double().numpy())
-            return np.concatenate(out, axis=1)
-        return f
-
     info = dict(loss_curve=_curve(est.loss_curve_), lr_curve=_curve(est.lr_curve_),
                 min_knn_distance=_curve(getattr(est, "min_knn_distance_", [])), n_params=int(est.n_params_),
                 patience=patience, family=family, space=space, resumed=bool(resumed))
-    return _Fit(predictors, lambda n, seed: np.asarray(est.sample_parameters(n, random_state=seed)), "mixture",
-                seconds, float(est.n_epochs_), info)
+    return _Fit(est, "mixture", seconds, float(est.n_epochs_), info)
 
 
 def _fit_mc_dropout(d: _Data, s: dict, device: str, progress: bool, random_state: int) -> _Fit:
@@ -116,18 +120,10 @@ def _fit_mc_dropout(d: _Data, s: dict, device: str, progress: bool, random_state
     est.fit(d.X_tr, d.y_tr)
     seconds = time.perf_counter() - t0
 
-    def predictors(n_pred, seed):
-        masks = est.sample_masks(n_pred, random_state=seed)  # one mask = one network, shared by all rows
-        return lambda X: est.predict_draws(X, masks=masks)
-
     info = dict(loss_curve=_curve(est.loss_curve_), weight_decay=wd, batch_size=batch, mask_mode="shared",
                 weight_decay_C=0.1 / math.sqrt(math.floor(10 * n / 9)))
-    return _Fit(predictors, lambda n_, seed: None, "gaussian", seconds, float(s["epochs"]), info)
-
-
-def _flat_params(net) -> np.ndarray:
-
-    return torch.cat([p.detach().double().flatten() for p in net.parameters()]).cpu().numpy()
+    # one mask = one network, shared by all rows: `sample_functions` (mask_mode below)
+    return _Fit(est, "gaussian", seconds, float(s["epochs"]), info)
 
 
 def _fit_ensemble(d: _Data, s: dict, device: str, progress: bool, random_state: int) -> _Fit:
@@ -143,17 +139,9 @@ def _fit_ensemble(d: _Data, s: dict, device: str, progress: bool, random_state: 
                              progress=progress, **opt).fit(d.X_tr, d.y_tr))
     seconds = time.perf_counter() - t0
 
-    def predictors(n, seed):
-        return lambda X: np.stack([m.predict(X) for m in members])
-
-    def params(n, seed):
-        # member weights in each member's internal standardised units (= ours up to float rounding: our
-        # data are already standardised with the same statistics; not so on ood-wave)
-        return np.stack([_flat_params(m.net_) for m in members])
-
     info = dict(optimizer="sgd" if sgd else "adam", final_losses=[float(m.loss_curve_[-1]) for m in members],
                 n_members=len(members))
-    return _Fit(predictors, params, "gaussian", seconds, float(s["epochs"]), info)
+    return _Fit(_MemberEnsemble(members), "gaussian", seconds, float(s["epochs"]), info)
 
 
 def _fit_hmc(d: _Data, s: dict, device: str, progress: bool, random_state: int) -> _Fit:
@@ -168,25 +156,12 @@ def _fit_hmc(d: _Data, s: dict, device: str, progress: bool, random_state: int) 
         warnings.simplefilter("always")
         est.fit(d.X_tr, d.y_tr)
     seconds = time.perf_counter() - t0
-    theta = est.samples_.reshape(-1, est.samples_.shape[-1])[:, :est.n_weights_].cpu().numpy()
-    S = theta.shape[0]
-
-    def pick(n, seed):
-        if n >= S:
-            return np.arange(S)
-        return np.sort(np.random.default_rng(seed).choice(S, size=n, replace=False))
-
-    def predictors(n, seed):
-        idx = pick(n, seed)
-        return lambda X: est.sample_functions(X)[idx]
-
     g = est.diagnostics_
-    info = dict(draws=S, max_rhat=float(g["max_rhat"]), min_ess=float(g["min_ess"]),
+    info = dict(draws=int(est.samples_.shape[0] * est.samples_.shape[1]), max_rhat=float(g["max_rhat"]), min_ess=float(g["min_ess"]),
                 divergences=int(np.sum(g["divergences"])), step_size=np.asarray(g["step_size"]).ravel().tolist(),
                 nuts_seconds=float(np.sum(g["seconds"])) if np.ndim(g["seconds"]) else float(g["seconds"]),
                 warnings=sorted({str(w.message).split("\n")[0][:200] for w in caught}))
-    return _Fit(predictors, lambda n, seed: theta[pick(n, seed)], "mixture", seconds,
-                float(int(s["num_warmup"]) + int(s["num_samples"])), info)
+    return _Fit(est, "mixture", seconds, float(int(s["num_warmup"]) + int(s["num_samples"])), info)
 
 
 def _fit(method: str, d: _Data, s: dict, device: str, progress: bool, random_state: int) -> _Fit:
