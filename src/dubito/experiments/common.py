@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -46,3 +47,16 @@ def network_seed(seed: int, split: int, *stream: int) -> int:
     keeps an experiment's networks apart from another's on the same (seed, split) (ood: 6)."""
     entropy = [int(seed), int(split), *(int(s) for s in stream)]
     return int(np.random.SeedSequence(entropy).generate_state(1, np.uint32)[0] >> 1)
+
+
+@dataclass
+class SplitArrays:
+    """One cell's train / test split as arrays, in the units its methods fit in; each experiment's
+    split adds what its evaluation needs (deepnoise: the true quantiles, ood: sigma_l and the OOD
+    box, icnlm: the thresholds and subsamples). A `dubito.data.Dataset` holds every split of a set;
+    this is the one a cell uses, after the experiment's own scaling."""
+
+    X_tr: np.ndarray
+    y_tr: np.ndarray
+    X_te: np.ndarray
+    y_te: np.ndarray

@@ -10,7 +10,7 @@ from dubito._standardise import column_scaling
 from dubito.data import deepnoise_synthetic as syn
 from dubito.data import load
 from dubito.experiments.base import Preset
-from dubito.experiments.common import uci_unavailable
+from dubito.experiments.common import SplitArrays, uci_unavailable
 from dubito.experiments.deepnoise.vocab import (
     GAL,
     KIND_SHORT,
@@ -71,11 +71,7 @@ def _unavailable(preset: Preset) -> dict[str, str]:
 
 
 @dataclass
-class _Data:
-    X_tr: np.ndarray
-    y_tr: np.ndarray
-    X_te: np.ndarray
-    y_te: np.ndarray
+class _Data(SplitArrays):
     spec: DatasetSpec
     x_eval: np.ndarray | None = None       # synthetic: the 100 evaluation inputs (100, 1)
     q_eval: np.ndarray | None = None       # and their 500 true quantiles (100, 500)

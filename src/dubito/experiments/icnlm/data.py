@@ -9,7 +9,7 @@ import numpy as np
 
 from dubito.data import load
 from dubito.experiments.base import Preset
-from dubito.experiments.common import uci_unavailable
+from dubito.experiments.common import SplitArrays, uci_unavailable
 from dubito.experiments.icnlm.vocab import (
     DRIVING,
     EXPENSIVE_POINTS,
@@ -49,13 +49,9 @@ def _unavailable(preset: Preset) -> dict[str, str]:
 
 
 @dataclasses.dataclass
-class _Data:
+class _Data(SplitArrays):
     """One split and what every method of it is evaluated with (identical across methods)."""
 
-    X_tr: np.ndarray
-    y_tr: np.ndarray
-    X_te: np.ndarray
-    y_te: np.ndarray
     kind: str
     image_shape: tuple | None
     center: float                 # the naive learner's constant

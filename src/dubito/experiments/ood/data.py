@@ -15,17 +15,14 @@ from dubito.data.ood_synthetic import (
     paper_split,
     standardise_split,
 )
+from dubito.experiments.common import SplitArrays
 from dubito.experiments.ood.vocab import SIGMA_L, SYNTHETIC, size_class
 
 # ---------------------------------------------------------------------------------- data
 
 
 @dataclass
-class _Data:
-    X_tr: np.ndarray   # standardised
-    y_tr: np.ndarray
-    X_te: np.ndarray
-    y_te: np.ndarray
+class _Data(SplitArrays):  # X and y standardised
     y_scale: float     # s_y: training target sd (1 on ood-wave)
     sigma_l: float
     box: Any           # UniformBox of nu (standardised input space)

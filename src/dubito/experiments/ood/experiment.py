@@ -13,7 +13,14 @@ from dubito.experiments.common import uci_unavailable
 from dubito.experiments.ood.cell import run_cell
 from dubito.experiments.ood.paper import _paper_numbers
 from dubito.experiments.ood.report import report_sections
-from dubito.experiments.ood.vocab import DATASETS, HMC_DATASETS, HYVI, PAPER, SIZE, SYNTHETIC
+from dubito.experiments.ood.vocab import (
+    DATASETS,
+    HMC_DATASETS,
+    HYVI,
+    PAPER,
+    SIZE,
+    SYNTHETIC,
+)
 
 # ---------------------------------------------------------------------------------- presets
 
