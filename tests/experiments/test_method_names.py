@@ -62,3 +62,15 @@ def test_make_adds_the_cli_budget_and_the_run_settings_the_estimator_takes():
     assert get_method("deepnoise").build().hidden != (20, 20)  # the experiments' build: no CLI budget
     naive = get_method("naive").make(random_state=3, epochs=5)  # no seed, device or epochs to take
     assert naive.get_params() == build("naive").get_params()
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_every_entry_makes_its_estimator_with_its_fixed_settings_and_cli_budget(name):
+    method = METHODS[name]
+    est = method.make(random_state=5, progress=False)
+    assert type(est) is method.estimator
+    params = est.get_params()
+    for key, value in {**method.fixed, **method.cli}.items():
+        assert params[key] == value, (name, key)
+    if "random_state" in params:
+        assert params["random_state"] == 5 and params["progress"] is False
