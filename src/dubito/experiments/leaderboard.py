@@ -195,12 +195,12 @@ machine under load 2-4, so upper bounds): ensemble 1-4 s on the small sets, 8 s 
 55 s naval, 90 s protein; MC dropout 2-9 s small, 41 s kin8nm, 24 s power, 30 s naval, 100 s
 protein; MDN 1-5 s small, 19 s kin8nm, 33 s power, 42 s naval, 196 s protein; deterministic 0.3-1.3 s
 small, 8 s kin8nm, 12 s power, 15 s naval, 52 s protein; IC-NLM 13-14 s small, 125 s kin8nm, 211 s
-naval; mean-field VI 16 s small, 43 s kin8nm, about 140 s naval; FuNN-HyVI 30-65 s small, 346 s
-kin8nm (3 splits); NGBoost 149 s kin8nm, 365 s naval (session 16, three to four processes on the two
-cores). Estimate for the rest of `defaults` from these: about 15 CPU h, most of it FuNN-HyVI (about
-6 CPU h for kin8nm, naval and power, 2-3 h for protein's 5 splits), NGBoost (about 4 h) and IC-NLM /
-mean-field VI on power and protein (about 3 h); the earlier estimate of 6 h had not measured a
-large-set FuNN-HyVI cell. `paper` adds B-DeepNoise (about 30 CPU min per small set over 5
+naval, 240 s power; mean-field VI 16 s small, 43 s kin8nm, 265 s naval; FuNN-HyVI 30-65 s small,
+381 s kin8nm; NGBoost 149 s kin8nm, 365 s naval (sessions 16-17, two to four processes on the two
+cores). Estimate for the rest of `defaults` from these: about 12 CPU h, most of it FuNN-HyVI (about
+5 CPU h for kin8nm's 13 splits, naval and power, 2-3 h for protein's 5 splits), NGBoost (about 4 h)
+and IC-NLM / mean-field VI on power and protein (about 2 h); the earlier estimate of 6 h had not
+measured a large-set FuNN-HyVI cell. `paper` adds B-DeepNoise (about 30 CPU min per small set over 5
 splits, hours per large set) and ten tuned rows at about 20 fits each: over 60 CPU h; the tuned
 rows' trial count should first be measured against their gain. Boston split 0, 20 trials, fit
 seconds with tuning: the ensemble 2.321 -> 2.213 (22 s; commit 4a477e6, with the variance scale),
@@ -217,9 +217,11 @@ fitting landed; NGBoost (ngboost 0.6.0 installed with --no-deps beside scikit-le
 `paper` preset's ensemble-tuned cells at 4a477e6; MC dropout, MDN and the deterministic net on
 naval, power and protein at 737ce64 (session 15); IC-NLM, mean-field VI, FuNN-HyVI and NGBoost on
 kin8nm and naval at 74e69ca (session 16; the first 6 kin8nm splits of IC-NLM and NGBoost at 050e544 and
-4a477e6). Still to run for `defaults`: FuNN-HyVI on kin8nm (17 of 20 splits), naval, power and protein;
-IC-NLM on power and protein; mean-field VI on naval (2 of 20 splits done), power and protein;
-NGBoost on naval (6 of 20 done), power and protein.
+4a477e6); mean-field VI on naval (splits 2-19), IC-NLM on power (14 splits) and FuNN-HyVI on kin8nm
+(4 more splits) at 8c45067 (session 17; no change to these estimators since 74e69ca). Still to run
+for `defaults`: FuNN-HyVI on kin8nm (13 of 20 splits), naval, power and protein; IC-NLM on power (6
+of 20) and protein; mean-field VI on power and protein; NGBoost on naval (14 of 20), power and
+protein.
 
 What the cells say (means over all stored splits; the tables below are computed from the cells):
 - The deep ensemble with its defaults meets two targets: kin8nm (-1.346 over 20 splits, target
@@ -250,14 +252,15 @@ What the cells say (means over all stored splits; the tables below are computed 
   (naval -4.87 / -6.47, power 2.81 / 2.81, protein 2.81 / 2.82); FuNN-HyVI comes next (boston 2.60,
   wine 0.97) at 30-120 s per small-set split, outside bde's time. On the large sets none of IC-NLM,
   mean-field VI or FuNN-HyVI comes near the ensemble: kin8nm (20 splits) IC-NLM -0.886 (RMSE 0.092
-  against the ensemble's 0.067), mean-field VI -1.129, FuNN-HyVI -1.127 (3 splits), against -1.346
-  and the target -1.315; naval IC-NLM -4.37 (RMSE 0.0024 against 0.00025), mean-field VI -5.63 (2
-  splits), against -6.91. The IC-NLM's predictive is also too wide in its latent space (session 16,
+  against the ensemble's 0.067), mean-field VI -1.129, FuNN-HyVI -1.130 (7 splits), against -1.346
+  and the target -1.315; naval IC-NLM -4.37 (RMSE 0.0024 against 0.00025), mean-field VI -5.76 (20
+  splits; RMSE 0.00057), against -6.91; power IC-NLM 3.21 (14 splits; RMSE 4.69) against the
+  ensemble's 2.69 (RMSE 3.75) and the MDN's 2.71. The IC-NLM's predictive is also too wide in its latent space (session 16,
   a synthetic check: average predictive variance 0.73 against a residual variance of 0.48), which
   costs it NLL wherever its features explain much of y. Coverage outside 0.90-0.98: mean-field VI on
   energy (0.989) and yacht (0.985; homoscedastic noise on heteroscedastic sets: too wide), the
   deterministic net on energy (0.895), naval's ensemble (0.988), MDN (0.991), MC dropout (0.997)
-  and mean-field VI (0.990 over 2 splits).
+  and mean-field VI (0.996 over 20 splits).
 - wine: the MDN's NLL of -2.12 is not a win. Wine quality is an integer (3-8); a mixture density
   puts narrow components on the integers and its density there grows without bound, so the NLL of
   a discrete response says nothing about a continuous predictive. It does not count towards the
