@@ -81,21 +81,20 @@ def check_divergence(loss: float, epoch: int, description: str, lr: float | None
     (given ``naive_loss``, the loss of predicting the mean) when the ``previous`` epoch's loss was
     above `DIVERGED` x max(naive, 1) and this one is not back within `RECOVERED` x it, or this one is
     above the bound and it is the ``last`` epoch (its weights are the spike's)."""
-    finite = bool(np.isfinite(loss))
-    if finite and naive_loss is not None:
-        scale = max(naive_loss, 1.0)
-        if previous is not None and _exploded(previous, naive_loss) and loss > RECOVERED * scale:
-            raise FloatingPointError(
-                f"{description}: the training loss is {loss:.4g} in epoch {epoch + 1} after {previous:.4g} in epoch "
-                f"{epoch}, over {DIVERGED:g} x the {naive_loss:.3g} of predicting the mean: the optimiser diverged; "
-                + _hint(lr))
-        if not (last and _exploded(loss, naive_loss)):
-            return
-    elif finite:
+    if not np.isfinite(loss):
+        raise FloatingPointError(f"{description}: the training loss is {loss:.4g} in epoch {epoch + 1}: the "
+                                 f"optimiser diverged; {_hint(lr)}")
+    if naive_loss is None:
         return
-    why = "" if not finite else f", over {DIVERGED:g} x the {naive_loss:.3g} of predicting the mean"
-    raise FloatingPointError(f"{description}: the training loss is {loss:.4g} in epoch {epoch + 1}{why}: the "
-                             f"optimiser diverged; {_hint(lr)}")
+    if previous is not None and _exploded(previous, naive_loss) and loss > RECOVERED * max(naive_loss, 1.0):
+        raise FloatingPointError(
+            f"{description}: the training loss is {loss:.4g} in epoch {epoch + 1} after {previous:.4g} in epoch "
+            f"{epoch}, over {DIVERGED:g} x the {naive_loss:.3g} of predicting the mean: the optimiser diverged; "
+            + _hint(lr))
+    if last and _exploded(loss, naive_loss):
+        raise FloatingPointError(f"{description}: the training loss is {loss:.4g} in epoch {epoch + 1}, over "
+                                 f"{DIVERGED:g} x the {naive_loss:.3g} of predicting the mean: the optimiser "
+                                 f"diverged; {_hint(lr)}")
 
 
 def _hint(lr: float | None) -> str:

@@ -115,23 +115,13 @@ def mixture_cdf(w: np.ndarray, mu: np.ndarray, sd: np.ndarray, t: np.ndarray, *,
             if relative_tail:
                 tail_rows, tail_pts = np.nonzero(f < TAIL)
                 if tail_rows.size:
-                    f[tail_rows, tail_pts] = _direct_pairs(w[r], mu[r], sd[r], tail_rows, t[r][tail_rows, tail_pts])
+                    f[tail_rows, tail_pts] = direct_cdf_pdf_pairs(w[r], mu[r], sd[r], tail_rows,
+                                                                   t[r][tail_rows, tail_pts])[0]
             out[r] = f
     rest = np.flatnonzero(~expand)
     if rest.size:
         out[rest] = _direct_cdf(w[rest], mu[rest], sd[rest], t[rest])
     return np.clip(out, 0.0, 1.0, out=out)
-
-
-def _direct_pairs(w, mu, sd, rows, x):
-    """sum_m w_m Phi((x_e - mu_rm) / sd_rm) for (row, point) pairs (rows[e], x[e])."""
-    out = np.empty(x.shape[0])
-    step = max(1, _BLOCK // max(1, mu.shape[1]))
-    for e0 in range(0, x.shape[0], step):
-        e = slice(e0, e0 + step)
-        r = rows[e]
-        out[e] = np.einsum("em,em->e", ndtr((x[e, None] - mu[r]) / sd[r]), w[r])
-    return out
 
 
 def direct_cdf_pdf_pairs(w, mu, sd, rows, x):
