@@ -1,6 +1,6 @@
 """The results store: one SQLite file (WAL mode), one row per cell.
 
-Tables
+Tables (their SQL and the row type `StoredCell` are in `dubito.experiments.store_schema`)
     ``meta``    key/value: ``application`` = "dubito-results", ``schema_version``,
                 ``created_by`` (package version that created the file), ``created_at``.
     ``cells``   one row per (experiment, preset, dataset, method, split, seed): status
@@ -36,79 +36,22 @@ import socket
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from dubito.experiments.base import Cell, CellResult
 from dubito.experiments.provenance import git_commit, package_version
+from dubito.experiments.store_schema import (
+    APPLICATION,
+    KEY_COLUMNS,
+    KEY_WHERE,
+    SCHEMA,
+    UPSERT,
+    StoredCell,
+)
 
 __all__ = ["ResultsStore", "StoredCell"]
-
-APPLICATION = "dubito-results"
-KEY_COLUMNS = ("experiment", "preset", "dataset", "method", "split", "seed")
-_KEY_WHERE = " AND ".join(f"{c} = ?" for c in KEY_COLUMNS)
-_COLUMNS = (
-    *KEY_COLUMNS, "status", "variants", "artefacts", "info", "settings", "seconds", "version",
-    "git_commit", "error", "runner_id", "host", "device", "finished_at",
-)
-#: insert a row; a 'failed' row is replaced, a 'done' row never (first result wins)
-_UPSERT = (
-    f"INSERT INTO cells ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
-    f"ON CONFLICT ({', '.join(KEY_COLUMNS)}) DO UPDATE SET "
-    + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[len(KEY_COLUMNS):])
-    + " WHERE cells.status != 'done'"
-)
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS cells (
-    experiment TEXT NOT NULL, preset TEXT NOT NULL, dataset TEXT NOT NULL,
-    method TEXT NOT NULL, split INTEGER NOT NULL, seed INTEGER NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('done', 'failed')),
-    variants TEXT NOT NULL, artefacts TEXT NOT NULL, info TEXT NOT NULL, settings TEXT NOT NULL,
-    seconds REAL NOT NULL, version TEXT NOT NULL, git_commit TEXT, error TEXT,
-    runner_id TEXT NOT NULL, host TEXT NOT NULL, device TEXT, finished_at TEXT NOT NULL,
-    PRIMARY KEY (experiment, preset, dataset, method, split, seed)
-);
-CREATE TABLE IF NOT EXISTS claims (
-    experiment TEXT NOT NULL, preset TEXT NOT NULL, dataset TEXT NOT NULL,
-    method TEXT NOT NULL, split INTEGER NOT NULL, seed INTEGER NOT NULL,
-    runner_id TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL, claimed_at REAL NOT NULL,
-    PRIMARY KEY (experiment, preset, dataset, method, split, seed)
-);
-CREATE INDEX IF NOT EXISTS claims_runner ON claims (runner_id);
-"""
-
-
-@dataclass
-class StoredCell:
-    """One row of the store, JSON columns decoded."""
-
-    experiment: str
-    preset: str
-    dataset: str
-    method: str
-    split: int
-    seed: int
-    status: str
-    variants: dict
-    artefacts: dict
-    info: dict
-    settings: dict
-    seconds: float
-    version: str
-    commit: str | None
-    error: str | None
-    finished_at: str  # ISO 8601 UTC
-    runner_id: str = ""
-    host: str = ""
-    device: str | None = None
-
-    @property
-    def key(self) -> tuple[str, str, str, str, int, int]:
-        return (self.experiment, self.preset, self.dataset, self.method, self.split, self.seed)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -228,7 +171,7 @@ class ResultsStore:
         if meta is None:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                for statement in filter(str.strip, _SCHEMA.split(";")):
+                for statement in filter(str.strip, SCHEMA.split(";")):
                     conn.execute(statement)
                 rows = {
                     "application": APPLICATION,
@@ -285,7 +228,7 @@ class ResultsStore:
 
     def status(self, cell: Cell) -> str | None:
         """'done', 'failed', or None when the store has no row for ``cell``."""
-        rows = self._query(f"SELECT status FROM cells WHERE {_KEY_WHERE}", cell.key)
+        rows = self._query(f"SELECT status FROM cells WHERE {KEY_WHERE}", cell.key)
         return rows[0][0] if rows else None
 
     def rows(self, experiment: str, preset: str | None = None, status: str | None = "done") -> list[StoredCell]:
@@ -329,9 +272,9 @@ class ResultsStore:
         another live runner (a stale claim is taken over; the runner's own claim is renewed)."""
 
         def tx(conn):
-            if conn.execute(f"SELECT 1 FROM cells WHERE {_KEY_WHERE} AND status = 'done'", cell.key).fetchone():
+            if conn.execute(f"SELECT 1 FROM cells WHERE {KEY_WHERE} AND status = 'done'", cell.key).fetchone():
                 return False
-            row = conn.execute(f"SELECT runner_id, host, pid, claimed_at FROM claims WHERE {_KEY_WHERE}", cell.key).fetchone()
+            row = conn.execute(f"SELECT runner_id, host, pid, claimed_at FROM claims WHERE {KEY_WHERE}", cell.key).fetchone()
             if row is not None and row[0] != runner_id and not self._stale(row[1], row[2], row[3]):
                 return False
             conn.execute(
@@ -345,7 +288,7 @@ class ResultsStore:
 
     def release(self, cell: Cell, runner_id: str) -> None:
         """Drop ``runner_id``'s claim on ``cell`` (no-op when it holds none)."""
-        self._tx(lambda conn: conn.execute(f"DELETE FROM claims WHERE {_KEY_WHERE} AND runner_id = ?", (*cell.key, runner_id)))
+        self._tx(lambda conn: conn.execute(f"DELETE FROM claims WHERE {KEY_WHERE} AND runner_id = ?", (*cell.key, runner_id)))
 
     def release_all(self, runner_id: str) -> int:
         """Drop every claim of ``runner_id``; returns how many there were."""
@@ -398,8 +341,8 @@ class ResultsStore:
         )
 
         def tx(conn):
-            conn.execute(_UPSERT, values)
-            conn.execute(f"DELETE FROM claims WHERE {_KEY_WHERE} AND runner_id = ?", (*cell.key, runner_id))
+            conn.execute(UPSERT, values)
+            conn.execute(f"DELETE FROM claims WHERE {KEY_WHERE} AND runner_id = ?", (*cell.key, runner_id))
 
         self._tx(tx)
 
@@ -421,7 +364,7 @@ class ResultsStore:
         def tx(conn):
             before = conn.total_changes
             for v in values:
-                conn.execute(_UPSERT, v)
+                conn.execute(UPSERT, v)
             return conn.total_changes - before
 
         return self._tx(tx)
