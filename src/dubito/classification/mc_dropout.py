@@ -103,7 +103,7 @@ from dubito._validation import (
 from dubito.classification.labels import check_labels, encode_labels, fit_classes
 from dubito.classification.mc_dropout_io import mc_dropout_from_state, mc_dropout_state
 from dubito.classification.mc_dropout_training import train_network
-from dubito.classification.mc_dropout_wrap import wrap_model
+from dubito.classification.mc_dropout_wrap import checked_wrap, wrap_model
 from dubito.classification.mc_passes import mc_logits
 from dubito.classification.networks import DROPOUTS, _is_module_network, build_network
 from dubito.classification.networks import insert_dropout as _insert_dropout
@@ -548,17 +548,7 @@ def wrap(model: nn.Module, *, dropout: str = "bernoulli", insert_dropout: bool =
     warnings.warn("dubito.classification.wrap is deprecated: MCDropoutClassifier.wrap(model, ...) is ready to predict "
                   "without fit; to train, use MCDropoutClassifier(network=model, insert_dropout=...).fit(X, y)",
                   DeprecationWarning, stacklevel=2)
-    if not isinstance(model, nn.Module):
-        raise ValueError(f"wrap needs a torch nn.Module, got {type(model).__name__}")
-    est = MCDropoutClassifier(dropout=dropout, network=model, insert_dropout=insert_dropout, **params)
-    s = est._settings()
-    if s["dropout"] == "none":
-        raise ValueError("wrap is for MC dropout: dropout must be 'bernoulli', 'concrete' or 'multidrop'")
-    if not insert_dropout and not dropout_modules(model):
-        raise ValueError(
-            f"the model ({type(model).__name__}) has no dropout layers (nn.Dropout, ConcreteDropout, MultiDrop, "
-            "BernoulliDropout), so MC dropout would return T identical passes: pass insert_dropout=True to put "
-            f"{dropout!r} dropout before its head, or add dropout layers yourself")
-    if insert_dropout:  # fail now, not at fit, when there is no head to put dropout before
-        _insert_dropout(copy.deepcopy(model), s["dropout"], **est._dropout_kwargs(s))
+    # the wrapped model's checks, done now (its head too, with insert_dropout); fit trains a copy
+    est, _, _ = checked_wrap(MCDropoutClassifier, model, dropout=dropout, insert_dropout=insert_dropout, trains=True,
+                             **params)
     return est

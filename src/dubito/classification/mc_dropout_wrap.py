@@ -22,25 +22,7 @@ def wrap_model(cls, model: nn.Module, *, classes=None, dropout: str = "bernoulli
                **params):
     """`MCDropoutClassifier.wrap` (``cls``): the classifier around ``model``, ready to predict (its
     docstring); the model's own dropout layers, or ``dropout`` put before a copy's head."""
-    if not isinstance(model, nn.Module):
-        raise ValueError(f"wrap needs a torch nn.Module, got {type(model).__name__}")
-    est = cls(dropout=dropout, network=model, insert_dropout=insert_dropout, **params)
-    s = est._settings()
-    if s["dropout"] == "none":
-        raise ValueError("wrap is for MC dropout: dropout must be 'bernoulli', 'concrete' or 'multidrop'")
-    if est.standardize is True:
-        raise ValueError("standardize=True needs the training inputs' mean and sd, which a wrapped model does not "
-                         "have: wrap uses the model on X as given; to train with standardised inputs use "
-                         "MCDropoutClassifier(network=model, standardize=True).fit(X, y)")
-    if not insert_dropout and not dropout_modules(model):
-        raise ValueError(
-            f"the model ({type(model).__name__}) has no dropout layers (nn.Dropout, ConcreteDropout, MultiDrop, "
-            "BernoulliDropout), so MC dropout would return T identical passes: pass insert_dropout=True to put "
-            f"{dropout!r} dropout before its head, or add dropout layers yourself")
-    net = model
-    if insert_dropout:  # on a copy: the user's model is not changed
-        net = copy.deepcopy(model)
-        _insert_dropout(net, s["dropout"], **est._dropout_kwargs(s))
+    est, s, net = checked_wrap(cls, model, dropout=dropout, insert_dropout=insert_dropout, trains=False, **params)
     est.classes_, est.n_classes_ = _wrapped_classes(net, classes, s["n_classes"])
     est.net_ = net
     est.wrapped_ = True
@@ -54,6 +36,33 @@ def wrap_model(cls, model: nn.Module, *, classes=None, dropout: str = "bernoulli
     est.best_epoch_ = 0
     est.stopped_by_ = "cap"
     return est
+
+
+def checked_wrap(cls, model: nn.Module, *, dropout: str, insert_dropout: bool, trains: bool, **params):
+    """(estimator, settings, network) for wrapping ``model``: one ValueError per problem (not a
+    module, no MC dropout, no dropout layers to sample, no head to put dropout before, and, unless
+    the estimator ``trains`` from the model, ``standardize=True``). The network is ``model``
+    itself, or a copy with ``dropout`` before its head (``insert_dropout``)."""
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"wrap needs a torch nn.Module, got {type(model).__name__}")
+    est = cls(dropout=dropout, network=model, insert_dropout=insert_dropout, **params)
+    s = est._settings()
+    if s["dropout"] == "none":
+        raise ValueError("wrap is for MC dropout: dropout must be 'bernoulli', 'concrete' or 'multidrop'")
+    if not trains and est.standardize is True:
+        raise ValueError("standardize=True needs the training inputs' mean and sd, which a wrapped model does not "
+                         "have: wrap uses the model on X as given; to train with standardised inputs use "
+                         "MCDropoutClassifier(network=model, standardize=True).fit(X, y)")
+    if not insert_dropout and not dropout_modules(model):
+        raise ValueError(
+            f"the model ({type(model).__name__}) has no dropout layers (nn.Dropout, ConcreteDropout, MultiDrop, "
+            "BernoulliDropout), so MC dropout would return T identical passes: pass insert_dropout=True to put "
+            f"{dropout!r} dropout before its head, or add dropout layers yourself")
+    net = model
+    if insert_dropout:  # on a copy: the user's model is not changed
+        net = copy.deepcopy(model)
+        _insert_dropout(net, s["dropout"], **est._dropout_kwargs(s))
+    return est, s, net
 
 
 def _wrapped_classes(net: nn.Module, classes, n_classes: int | None) -> tuple[np.ndarray, int]:
