@@ -1,8 +1,11 @@
 """The box-wise Hermite expansion of a Gaussian mixture's CDF against the direct sum of SciPy's
 normal CDFs (the oracle). Tolerance 1e-12 absolute: measured at most 7e-14 (the module's worst-case
-bound is 6.7e-11); a wrong sign, factorial or missing variance term is off by 1e-4 or more."""
+bound is 3.8e-11, checked with components placed where the bound is reached); a wrong sign,
+factorial or missing variance term is off by 1e-4 or more."""
 
 from __future__ import annotations
+
+from math import factorial
 
 import numpy as np
 import pytest
@@ -13,7 +16,11 @@ from dubito.predictive import GaussianMixture
 from dubito.predictive.mixture_cdf import (
     BOX_COST,
     MIN_POINTS,
+    ORDER,
+    ORDER_MIXED,
+    VARIANCE_RATIO,
     BoxExpansion,
+    _terms,
     mixture_cdf,
 )
 
@@ -58,6 +65,54 @@ def test_box_expansion_equals_the_direct_sum(kind):
     # the boxes partition the components: their masses are the weights
     np.testing.assert_allclose(box._mass.sum(axis=1), 1.0, rtol=1e-13)
     assert np.all(box.n_boxes < mu.shape[1])
+
+
+def test_the_terms_recurrence_equals_the_double_sum():
+    # T_n = sum_(k + 2l = n) a^k / k! e^l / l!, summed term by term (the definition)
+    rng = np.random.default_rng(3)
+    w, a, e = rng.random(50), rng.uniform(-0.5, 0.5, 50), rng.uniform(-0.1, 0.1, 50)
+    got = _terms(w, a, e, ORDER_MIXED)
+    for n in range(ORDER_MIXED + 1):
+        parts = [a ** (n - 2 * el) / factorial(n - 2 * el) * e**el / factorial(el) for el in range(n // 2 + 1)]
+        # to rounding of the terms' size (terms of both signs cancel in some T_n)
+        assert np.all(np.abs(got[n] - w * sum(parts)) <= 1e-14 * w * sum(np.abs(p) for p in parts))
+
+
+def test_components_at_the_edges_of_their_boxes_stay_within_the_bound():
+    # every component half a bin from its box centre and at the edge of its variance class,
+    # where the dropped terms are largest (|a| = 1/2, |e| = 0.1): the bound, 3.8e-11, holds
+    rng = np.random.default_rng(4)
+    m = 400
+    cls = rng.integers(0, 3, m)
+    var = VARIANCE_RATIO ** (cls + rng.choice([0.0, 1.0 - 1e-9], m))
+    var[0], var[1] = 1.0, VARIANCE_RATIO**3 - 1e-9  # the row's range: classes of a full factor 1.5
+    sb = np.sqrt(0.5 * (1 + VARIANCE_RATIO) * VARIANCE_RATIO**cls)
+    mu = (rng.integers(0, 6, m) + rng.choice([0.0, 1.0 - 1e-9], m)) * sb
+    mu -= mu.min()
+    sd = np.sqrt(var)[None]
+    mu, w = mu[None], rng.dirichlet(np.ones(m))[None]
+    t = np.linspace(mu.min() - 6, mu.max() + 6, 400)[None]
+    box = BoxExpansion(w, mu, sd**2)
+    assert box.order == ORDER_MIXED
+    np.testing.assert_allclose(box.cdf(t), _oracle(w, mu, sd, t), rtol=0, atol=3.8e-11)
+
+
+def test_a_rows_values_do_not_depend_on_the_rows_built_with_it():
+    # one-variance rows take ORDER, rows with variance classes ORDER_MIXED; built together, the
+    # one-variance rows' higher terms are zero, so their values are bit-identical either way
+    w, mu, sd, t = _case("kde", n=4)
+    sd[2] = np.random.default_rng(5).uniform(0.3, 0.6, mu.shape[1])
+    together = BoxExpansion(w, mu, sd**2)
+    np.testing.assert_array_equal(together.row_order, [ORDER, ORDER, ORDER_MIXED, ORDER])
+    keep = np.array([True, True, False, True])
+    alone = BoxExpansion(w[keep], mu[keep], sd[keep] ** 2)
+    assert alone.order == ORDER
+    np.testing.assert_array_equal(together.cdf(t)[keep], alone.cdf(t[keep]))
+    np.testing.assert_array_equal(together.rows(keep).cdf(t[keep]), alone.cdf(t[keep]))
+    rows = np.repeat(np.arange(3), t.shape[1])
+    for a, b in zip(together.rows(keep).cdf_pdf_pairs(rows, t[keep].ravel()),
+                    alone.cdf_pdf_pairs(rows, t[keep].ravel())):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_equal_sds_need_no_variance_terms_and_few_boxes():

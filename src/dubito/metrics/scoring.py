@@ -157,10 +157,11 @@ def crps_mixture(weights, means, variances, y, *, chunk_size: int | None = None,
       10: 2e-9). The integrand beyond [L, U] is below phi(8.5)/8.5 = 1.2e-17 of the mass,
       times s_max. F at the nodes comes from `dubito.predictive.mixture_cdf`: where components
       crowd into few boxes of similar mean and variance, their Hermite expansions (error
-      below 6.7e-11 in F, measured 7e-14) cost O(boxes) per node instead of M normal CDFs.
+      below 3.8e-11 in F, measured 7e-14) cost O(boxes) per node instead of M normal CDFs.
       "auto" uses this form where P < M, i.e. for many components of similar sd (MC dropout,
-      kernel densities of samples): at N = 200 (benchmarks/scoring.py) 137x faster than
-      "pairs" at M = 1,000 and 343x at M = 4,000, 8x and 17x the time of ``log_prob``.
+      kernel densities of samples): at N = 200 (benchmarks/scoring.py, docs/results/
+      performance.md) 150-420x faster than "pairs" at M = 1,000-4,000, 5-30x the time of
+      ``log_prob`` (30x where the sds spread over a factor 2).
 
     Parameters
     ----------
