@@ -71,7 +71,7 @@ def test_the_terms_recurrence_equals_the_double_sum():
     # T_n = sum_(k + 2l = n) a^k / k! e^l / l!, summed term by term (the definition)
     rng = np.random.default_rng(3)
     w, a, e = rng.random(50), rng.uniform(-0.5, 0.5, 50), rng.uniform(-0.1, 0.1, 50)
-    got = _terms(w, a, e, ORDER_MIXED)
+    got = list(_terms(w, a, e, ORDER_MIXED))
     for n in range(ORDER_MIXED + 1):
         parts = [a ** (n - 2 * el) / factorial(n - 2 * el) * e**el / factorial(el) for el in range(n // 2 + 1)]
         # to rounding of the terms' size (terms of both signs cancel in some T_n)

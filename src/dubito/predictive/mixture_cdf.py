@@ -237,11 +237,12 @@ class BoxExpansion:
             coef = self._coef[sl, None, :, :]
             b1 = np.zeros_like(u)
             b2 = np.zeros_like(u)
-            for q in range(self.order - 1, -1, -1):  # b_q = g_q + u b_(q+1) - (q + 1) b_(q+2)
-                b0 = u * b1
-                b0 -= (q + 1) * b2
-                b0 += coef[..., q]
-                b1, b2 = b0, b1
+            ub = np.empty_like(u)
+            for q in range(self.order - 1, -1, -1):  # b_q = g_q + u b_(q+1) - (q + 1) b_(q+2), in place
+                b2 *= -(q + 1)
+                b2 += coef[..., q]
+                b2 += np.multiply(u, b1, out=ub)
+                b1, b2 = b2, b1
             b1 *= np.exp(-0.5 * u * u)
             out[sl] = np.einsum("rtb,rb->rt", ndtr(u), self._mass[sl]) + _INV_SQRT_2PI * b1.sum(axis=-1)
         return np.clip(out, 0.0, 1.0, out=out)
@@ -283,15 +284,18 @@ def expansion_for(w: np.ndarray, mu: np.ndarray, sd: np.ndarray, n_points: int) 
     return box if np.all(box.box_cost * box.n_boxes < m) else None
 
 
-def _terms(w: np.ndarray, a: np.ndarray, e: np.ndarray, order: int) -> list[np.ndarray]:
-    """w T_n for n = 0..order, one array per n: T_n = sum_(k + 2l = n) a^k / k! e^l / l!, the
-    coefficients of exp(a x + e x^2), by (n + 1) T_(n+1) = a T_n + 2 e T_(n-1)."""
-    out = [w, w * a]
+def _terms(w: np.ndarray, a: np.ndarray, e: np.ndarray, order: int):
+    """Yield w T_n for n = 0..order: T_n = sum_(k + 2l = n) a^k / k! e^l / l!, the coefficients of
+    exp(a x + e x^2), by (n + 1) T_(n+1) = a T_n + 2 e T_(n-1) (two arrays alive at a time)."""
+    prev, cur = w, w * a
+    yield prev
+    yield cur
     e2 = 2.0 * e if e.any() else None  # one variance per box: location terms only
+    tmp = np.empty_like(cur) if e2 is not None else None
     for n_ in range(1, order):
-        nxt = out[n_] * a
+        nxt = cur * a
         if e2 is not None:
-            nxt += e2 * out[n_ - 1]
+            nxt += np.multiply(e2, prev, out=tmp)
         nxt *= 1.0 / (n_ + 1)
-        out.append(nxt)
-    return out
+        prev, cur = cur, nxt
+        yield cur
