@@ -45,6 +45,8 @@ def test_listings():
     assert "diabetes" in runner.invoke(app, ["datasets"]).output
     out = runner.invoke(app, ["methods"]).output
     assert "ensemble" in out and "Hoffmann & Elster" in out
+    regression, classification = out.split("Classification")
+    assert "concrete-dropout" in classification and "concrete-dropout" not in regression
 
 
 # ---------------------------------------------------------------------- convergence reaches the user

@@ -219,10 +219,13 @@ def datasets():
 
 @app.command(cls=_FlagsCommand)
 def methods():
-    """List the methods `dubito run --method` accepts."""
-    from dubito.methods import METHODS
+    """List the methods `dubito run --method` accepts, then the classifiers (`dubito.methods.CLASSIFIERS`)."""
+    from dubito.methods import CLASSIFIERS, METHODS
 
     for m in METHODS.values():
+        console.print(f"[bold]{m.name}[/bold]: {m.description} ({m.paper})")
+    console.print("\nClassification (Python: dubito.methods.get_classifier(name).build(...); `dubito bench thesis`):")
+    for m in CLASSIFIERS.values():
         console.print(f"[bold]{m.name}[/bold]: {m.description} ({m.paper})")
 
 

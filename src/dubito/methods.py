@@ -1,4 +1,4 @@
-"""Registry of the regression methods: one name per method for the CLI, the experiments and the reports.
+"""Registry of the methods: one name per method for the CLI, the experiments and the reports.
 
 Each entry names an estimator class of `dubito.regression`, the settings that define the method
 (``fixed``: e.g. the ensemble's correction) and a one-line description (shown by ``dubito
@@ -13,6 +13,9 @@ methods``, ``dubito run --help`` and in the README's methods table). Two ways to
 
 A new method is one entry here; an experiment whose rows are configurations of a method (the
 paper's "BP" is a one-member mean-variance net) names the entry it builds on in its vocabulary.
+
+``METHODS`` are the regressors (``dubito run --method``); ``CLASSIFIERS`` the classifiers, which
+the thesis experiment builds through `get_classifier` (``dubito run`` is regression only).
 """
 
 from __future__ import annotations
@@ -21,6 +24,11 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
+from dubito.classification import (
+    DeepEnsembleClassifier,
+    KFACLaplace,
+    MCDropoutClassifier,
+)
 from dubito.regression import (
     DeepEnsembleRegressor,
     DeepNoiseRegressor,
@@ -137,3 +145,31 @@ def get_method(name: str) -> Method:
 def build(name: str, **settings) -> Any:
     """``get_method(name).build(**settings)``: the estimator of a registered method with these settings."""
     return get_method(name).build(**settings)
+
+
+CLASSIFIERS: dict[str, Method] = {
+    m.name: m
+    for m in (
+        Method("softmax", "one network's softmax probabilities (MC dropout's network without dropout; the "
+               "thesis's 'ori')", MCDropoutClassifier, "Feng 2019 (ori)", fixed=dict(dropout="none")),
+        Method("mc-dropout", "MC dropout (Bernoulli, fixed rate), T stochastic passes averaged",
+               MCDropoutClassifier, "Gal & Ghahramani 2016", fixed=dict(dropout="bernoulli")),
+        Method("concrete-dropout", "concrete dropout: rates learned by a relaxed Bernoulli, T passes averaged",
+               MCDropoutClassifier, "Gal, Hron & Kendall 2017", fixed=dict(dropout="concrete")),
+        Method("multidrop", "Multi-Drop: concrete dropout with a learned rate per unit, T passes averaged",
+               MCDropoutClassifier,
+               "Feng 2019 (Multi-Drop)", fixed=dict(dropout="multidrop")),
+        Method("ensemble", "deep ensemble of classifiers (members differ by seed), probabilities averaged",
+               DeepEnsembleClassifier, "Lakshminarayanan et al. 2017"),
+        Method("kfac-laplace", "Kronecker-factored Laplace on a trained network's layers, T weight draws",
+               KFACLaplace, "Ritter, Botev & Barber 2018"),
+    )
+}
+
+
+def get_classifier(name: str) -> Method:
+    try:
+        return CLASSIFIERS[name]
+    except KeyError:
+        raise ValueError(f"unknown classification method {name!r}; available: {', '.join(sorted(CLASSIFIERS))}") \
+            from None

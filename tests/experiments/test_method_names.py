@@ -1,5 +1,6 @@
-"""One name per method: every regression experiment names its methods as `dubito.methods` does and
-builds its estimators through that registry (issue 23)."""
+"""One name per method: every experiment names its methods as `dubito.methods` does and builds its
+estimators through that registry (issue 23): the regressors' ``METHODS``, the classifiers'
+``CLASSIFIERS`` (the thesis)."""
 
 from __future__ import annotations
 
@@ -8,26 +9,27 @@ from pathlib import Path
 
 import pytest
 
+import dubito.classification
 import dubito.regression
 from dubito import experiments
-from dubito.methods import METHODS, build, get_method
+from dubito.methods import CLASSIFIERS, METHODS, build, get_classifier, get_method
 
 EXPERIMENTS_DIR = Path(experiments.__file__).parent
-#: the thesis fits classifiers; `dubito.methods` registers regression methods only, and the
-#: thesis's method names (ori, mcdp, cdp, mdp, ...) are the only names those configurations have
-CLASSIFICATION = {"thesis"}
+#: the registry each experiment's methods come from
+REGISTRY = {"thesis": CLASSIFIERS}
 
 
-@pytest.mark.parametrize("name", [n for n in experiments.available() if n not in CLASSIFICATION])
+@pytest.mark.parametrize("name", experiments.available())
 def test_every_method_is_a_registry_entry_or_says_which_it_builds_on(name):
     exp = experiments.get(name)
+    registry = REGISTRY.get(name, METHODS)
     for target in exp.builds_on.values():
-        assert target is None or target in METHODS, f"{name}: builds on unknown {target!r}"
+        assert target is None or target in registry, f"{name}: builds on unknown {target!r}"
     for preset in exp.presets.values():
         for method in preset.methods:
             if method in exp.builds_on:
                 continue
-            assert method in METHODS, f"{name}/{preset.name}: {method!r} is neither a dubito.methods entry nor in builds_on"
+            assert method in registry, f"{name}/{preset.name}: {method!r} is neither a dubito.methods entry nor in builds_on"
 
 
 def _constructed_names(path: Path) -> set[str]:
@@ -40,11 +42,22 @@ def _constructed_names(path: Path) -> set[str]:
     return out
 
 
-def test_experiments_build_regressors_only_through_the_registry():
-    regressors = {n for n in dubito.regression.__all__ if n.endswith("Regressor")}
-    offenders = {str(p.relative_to(EXPERIMENTS_DIR)): sorted(_constructed_names(p) & regressors)
+def test_experiments_build_estimators_only_through_the_registry():
+    estimators = {n for n in dubito.regression.__all__ if n.endswith("Regressor")}
+    estimators |= {n for n in dubito.classification.__all__ if n.endswith("Classifier") or n == "KFACLaplace"}
+    assert {"MCDropoutClassifier", "KFACLaplace", "DeepEnsembleRegressor"} <= estimators
+    offenders = {str(p.relative_to(EXPERIMENTS_DIR)): sorted(_constructed_names(p) & estimators)
                  for p in EXPERIMENTS_DIR.rglob("*.py")}
     assert {p: names for p, names in offenders.items() if names} == {}
+
+
+def test_the_classifier_entries_fix_what_defines_them():
+    assert {n: CLASSIFIERS[n].build().dropout for n in ("softmax", "mc-dropout", "concrete-dropout", "multidrop")} == {
+        "softmax": "none", "mc-dropout": "bernoulli", "concrete-dropout": "concrete", "multidrop": "multidrop"}
+    with pytest.raises(ValueError, match=r"method 'multidrop' fixes dropout='multidrop'; another value"):
+        get_classifier("multidrop").build(dropout="concrete")
+    with pytest.raises(ValueError, match="unknown classification method 'ori'; available: concrete-dropout, "):
+        get_classifier("ori")
 
 
 def test_build_keeps_what_defines_the_method():

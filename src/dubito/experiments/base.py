@@ -117,9 +117,10 @@ class Experiment:
     n_splits(dataset) -> int gives the number of splits when a preset says "all".
     report_sections(rows, preset) -> list of Markdown lines that the report puts after the notes
     (sections computed from the stored rows, e.g. the paper's claims checked), or None.
-    builds_on: method -> the `dubito.methods` entry it fits, for the methods whose name is not an
-    entry's (a paper's row that configures a method: ``icnlm-tanh`` -> ``icnlm``), None for a peer
-    outside dubito; every other method's name is its entry's.
+    builds_on: method -> the `dubito.methods` entry it fits (``CLASSIFIERS`` for the classification
+    experiment, ``METHODS`` otherwise), for the methods whose name is not an entry's (a paper's row
+    that configures a method: ``icnlm-tanh`` -> ``icnlm``; the thesis's ``cdp`` ->
+    ``concrete-dropout``), None for a peer outside dubito; every other method's name is its entry's.
     """
 
     name: str

@@ -7,11 +7,7 @@ import warnings
 
 import numpy as np
 
-from dubito.classification import (
-    CooccurrenceCRF,
-    CooccurrenceStatistics,
-    KFACLaplace,
-)
+from dubito.classification import CooccurrenceCRF, CooccurrenceStatistics
 from dubito.classification.autolabel import precision_coverage_area, select
 from dubito.data.scenes import make_scene_benchmark
 from dubito.experiments.thesis.data import _Data
@@ -23,6 +19,7 @@ from dubito.experiments.thesis.vocab import (
     PER_CLASS,
     SHORT,
 )
+from dubito.methods import get_classifier
 from dubito.metrics import classification as cm
 from dubito.nn.concrete_dropout import ConcreteDropout
 from dubito.predictive.classes import ClassPredictive
@@ -228,7 +225,7 @@ def _laplace(est, data: _Data, s: dict, seed: int, device: str):
     T = int(lp.get("n_samples", s["n_samples"]))
 
     def make(scale, damping, mc=False, t=T):
-        return KFACLaplace(est, layers=4, scale=scale, damping=damping, n_samples=t, mc_dropout=mc, device=device,
+        return get_classifier("kfac-laplace").build(model=est, layers=4, scale=scale, damping=damping, n_samples=t, mc_dropout=mc, device=device,
                            random_state=_model_seed(seed) + 7).fit(Xf, yf)
 
     grid = []

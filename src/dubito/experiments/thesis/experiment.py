@@ -14,6 +14,7 @@ from dubito.experiments.thesis.paper import _paper_numbers
 from dubito.experiments.thesis.report import report_sections
 from dubito.experiments.thesis.vocab import (
     BETA_FACTORS,
+    BUILDS_ON,
     ENSEMBLES,
     METRICS,
     PAPER,
@@ -118,4 +119,5 @@ EXPERIMENT = _ThesisExperiment(
     unavailable=_unavailable,
     notes=NOTES,
     report_sections=report_sections,
+    builds_on=BUILDS_ON,
 )

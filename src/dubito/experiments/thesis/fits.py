@@ -13,8 +13,9 @@ import dubito
 from dubito.classification import MCDropoutClassifier
 from dubito.experiments.provenance import git_commit
 from dubito.experiments.thesis.data import _Data
-from dubito.experiments.thesis.vocab import DROPOUT, _cache_dir
+from dubito.experiments.thesis.vocab import CLASSIFIER, _cache_dir
 from dubito.io import atomic_write_text
+from dubito.methods import get_classifier
 
 # ---------------------------------------------------------------------------------- models
 
@@ -44,8 +45,8 @@ def _model(dataset: str, method: str, seed: int, s: dict, data: _Data, device: s
             return MCDropoutClassifier.load(path, device=device), secs, True
         except Exception:  # noqa: BLE001 - a broken cache file is retrained
             pass
-    est = MCDropoutClassifier(
-        dropout=DROPOUT[method], p=float(s.get("p", 0.1)), n_samples=int(s["n_samples"]),
+    est = get_classifier(CLASSIFIER[method]).build(
+        p=float(s.get("p", 0.1)), n_samples=int(s["n_samples"]),
         network=s.get("network", "mlp"), image_shape=(1, data.side, data.side), features=int(s.get("features", 256)),
         hidden=tuple(s.get("hidden", (256, 256, 256))), epochs=int(s["epochs"]), batch_size=int(s.get("batch_size", 128)),
         lr=float(s.get("lr", 1e-3)), patience=int(s.get("patience", 5)), optimizer=s.get("optimizer", "adam"),

@@ -6,14 +6,20 @@ import os
 from pathlib import Path
 
 from dubito.experiments.base import MetricSpec
+from dubito.methods import CLASSIFIERS
 
 PAPER = ("X. Feng, Uncertainty-Based Improvement of a Visual Classification System, MSc thesis, TUM (LMT), 2019: "
          "Table 4.1, the Laplace table of §4.2.4, §4.3-4.4 (the last two reconstructed from the thesis text)")
 
-#: single-model methods -> dropout of MCDropoutClassifier
-DROPOUT = {"ori": "none", "mcdp": "bernoulli", "cdp": "concrete", "mdp": "multidrop"}
+#: single-model methods (the thesis's names) -> the `dubito.methods.CLASSIFIERS` entry each fits
+CLASSIFIER = {"ori": "softmax", "mcdp": "mc-dropout", "cdp": "concrete-dropout", "mdp": "multidrop"}
+#: single-model methods -> dropout of MCDropoutClassifier (the entry's fixed setting)
+DROPOUT = {m: CLASSIFIERS[c].fixed["dropout"] for m, c in CLASSIFIER.items()}
 SINGLE = tuple(DROPOUT)
 ENSEMBLES = tuple(f"ensemble_{m}" for m in SINGLE)
+#: every method of the experiment -> the registry entry it builds on: ensembles average the seeds'
+#: single models, auto-labelling fine-tunes concrete dropout (its preset's ``base``)
+BUILDS_ON = {**CLASSIFIER, **{f"ensemble_{m}": c for m, c in CLASSIFIER.items()}, "autolabel": "concrete-dropout"}
 VARIANT = {m: m for m in (*SINGLE, *ENSEMBLES)}
 MEASURES = ("confidence", "predictive_entropy", "mutual_information")
 SHORT = {"confidence": "conf", "predictive_entropy": "H", "mutual_information": "MI"}
