@@ -79,12 +79,16 @@ def _fail(exc: BaseException):
     raise typer.Exit(2)
 
 
-def _one_thread():
-    """Small-matrix work on shared cores runs 10-50x slower with more than one thread."""
+def _process_setup():
+    """One torch thread (small-matrix work on shared cores runs 10-50x slower with more) and freed
+    heap memory kept in the process (`dubito._malloc`: no page faults on every training step)."""
     import torch
+
+    from dubito._malloc import retain_freed_memory
 
     if "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(1)
+    retain_freed_memory()
 
 
 @app.command(cls=_FlagsCommand)
@@ -108,7 +112,7 @@ def run(
     Your own table: --data my.csv --target price (or .parquet); 20 seeded random 80/20 splits."""
     from dubito.run import TABLE_COLUMNS, run as run_job
 
-    _one_thread()
+    _process_setup()
     overrides = {} if epochs is None else {"epochs": epochs}
     try:
         result = run_job(data, method, out, split=split, seed=seed, device=device, progress=not quiet,
@@ -161,7 +165,7 @@ def bench(
     """Run an experiment's grid into the results store; cells already stored are skipped."""
     from dubito.experiments.runner import run_grid
 
-    _one_thread()
+    _process_setup()
     try:
         preset = default_preset(experiment) if preset is None else preset
         summary = run_grid(
