@@ -18,7 +18,8 @@ The step is then timed again after `dubito._malloc.retain_freed_memory` (what th
 command and its workers set up): glibc otherwise gives the step's freed temporaries back to the OS
 and faults them in again, zeroed, on the next step.
 
-The Gibbs sweep (``--sweep-rows``, default 4000; 0 skips it): one `gibbs_sweep` of the sampler
+The Gibbs sweep (``--sweep-rows``, default 4000; 0 skips it; timed after the init, so with freed
+memory retained where that took effect): one `gibbs_sweep` of the sampler
 (float64 as it runs, every latent row refreshed: the estimator's default) on the same widths,
 from a random state after `init_latents`. Its matrix products per layer (K_in -> K_out, N rows):
 the pre-activation mean and the residual (2 N K_in K_out each), the u-update's three (N, K) x
