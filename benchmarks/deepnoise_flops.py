@@ -14,7 +14,7 @@ the inputs and to the weights), layer 0's input gradient excepted. The reference
 seconds, GFLOP/s of each, their ratio, the split of the step's time by profiler category (matrix
 products, random draws, the rest), and the wall time a 70,000-step initialisation would take at
 this rate ([C]'s budget, about 10,000 epochs at N = 4000 with its batch of 500; spec §2.3).
-The step is then timed again after `dubito._malloc.retain_freed_memory` (what the ``dubito``
+The step is then timed again after `dubito.heap.retain_freed_memory` (what the ``dubito``
 command and its workers set up): glibc otherwise gives the step's freed temporaries back to the OS
 and faults them in again, zeroed, on the next step.
 
@@ -64,7 +64,7 @@ def main(argv=None) -> None:
     torch = torch_one_thread()
     from torch.profiler import ProfilerActivity, profile
 
-    from dubito._malloc import retain_freed_memory
+    from dubito.heap import retain_freed_memory
     from dubito.regression.deepnoise_sgd import DeepNoiseNet, training_step
 
     out = Printer(args.out)
@@ -104,7 +104,7 @@ def main(argv=None) -> None:
         f"{flops / 1e9:.2f} GFLOP of matrix products -> {rate:.1f} GFLOP/s")
     out(f"one torch.mm ({m} x 50) @ (50 x 50), the same flops: {mm_s * 1e3:.1f} ms -> {ref:.1f} GFLOP/s")
     out(f"ratio (step / mm): {rate / ref:.2f} (issue 21's target: >= 0.40)")
-    out(f"with freed memory retained (dubito._malloc, as the dubito command runs): {retained_s * 1e3:.1f} ms, "
+    out(f"with freed memory retained (dubito.heap, as the dubito command runs): {retained_s * 1e3:.1f} ms, "
         f"ratio {flops / retained_s / 1e9 / ref:.2f}")
     out("step time by profiler category: " + ", ".join(f"{k} {100 * v / total:.0f} %" for k, v in by.items()))
     out(f"70,000 steps at this rate: {70_000 * step_s / 3600:.1f} h on one thread "

@@ -14,7 +14,7 @@ SRC = pathlib.Path(__file__).resolve().parents[1] / "src"
 
 #: layer of each top-level module or package of dubito; imports must go to a strictly lower layer
 LAYERS = {
-    "_validation": 0, "io": 0, "_standardise": 0, "_malloc": 0, "graphed_steps": 0, "pipeline": 0,
+    "_validation": 0, "io": 0, "_standardise": 0, "heap": 0, "graphed_steps": 0, "pipeline": 0,
     "_parallel": 1, "early_stopping": 1, "predictive": 1, "nn": 1, "search_space": 1, "training_checkpoint": 1,
     "inference": 1, "data": 1,
     "_estimator": 2, "metrics": 2, "variance_scale": 2,

@@ -9,14 +9,14 @@ import signal
 
 import torch
 
-from dubito._malloc import retain_freed_memory
+from dubito.heap import retain_freed_memory
 
 __all__ = ["init_worker", "terminate_pool"]
 
 
 def init_worker() -> None:
     """Process-pool worker set-up: one torch/BLAS thread; freed heap memory kept in the process
-    (`dubito._malloc`: a dubito worker is dubito's own process); SIGINT left to the parent, which
+    (`dubito.heap`: a dubito worker is dubito's own process); SIGINT left to the parent, which
     decides what stops."""
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = "1"

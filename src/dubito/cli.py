@@ -81,10 +81,10 @@ def _fail(exc: BaseException):
 
 def _process_setup():
     """One torch thread (small-matrix work on shared cores runs 10-50x slower with more) and freed
-    heap memory kept in the process (`dubito._malloc`: no page faults on every training step)."""
+    heap memory kept in the process (`dubito.heap`: no page faults on every training step)."""
     import torch
 
-    from dubito._malloc import retain_freed_memory
+    from dubito.heap import retain_freed_memory
 
     if "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(1)

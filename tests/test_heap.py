@@ -1,4 +1,4 @@
-"""`dubito._malloc.retain_freed_memory`: after it, a loop that allocates and frees 200 MB of
+"""`dubito.heap.retain_freed_memory`: after it, a loop that allocates and frees 200 MB of
 arrays per round faults in no fresh pages (glibc otherwise gives the freed heap back to the OS
 and faults it in again each round). Run in subprocesses, so this test process keeps glibc's
 defaults."""
@@ -10,12 +10,12 @@ import sys
 
 import pytest
 
-from dubito._malloc import retain_freed_memory
+from dubito.heap import retain_freed_memory
 
 _SCRIPT = """
 import resource, sys
 import numpy as np
-from dubito._malloc import retain_freed_memory
+from dubito.heap import retain_freed_memory
 if sys.argv[1] == "retain":
     assert retain_freed_memory()
 def round_():
@@ -36,7 +36,7 @@ def _faults_per_round(mode: str) -> float:
 
 def test_retained_memory_is_not_faulted_in_again():
     if not (sys.platform.startswith("linux") and subprocess.run(
-            [sys.executable, "-c", "import sys; from dubito._malloc import retain_freed_memory as r; "
+            [sys.executable, "-c", "import sys; from dubito.heap import retain_freed_memory as r; "
              "sys.exit(0 if r() else 1)"]).returncode == 0):
         pytest.skip("glibc's mallopt is not available here")
     retained, default = _faults_per_round("retain"), _faults_per_round("default")
