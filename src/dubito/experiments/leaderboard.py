@@ -195,12 +195,14 @@ machine under load 2-4, so upper bounds): ensemble 1-4 s on the small sets, 8 s 
 55 s naval, 90 s protein; MC dropout 2-9 s small, 41 s kin8nm, 24 s power, 30 s naval, 100 s
 protein; MDN 1-5 s small, 19 s kin8nm, 33 s power, 42 s naval, 196 s protein; deterministic 0.3-1.3 s
 small, 8 s kin8nm, 12 s power, 15 s naval, 52 s protein; IC-NLM 13-14 s small, 125 s kin8nm, 211 s
-naval, 240 s power; mean-field VI 16 s small, 43 s kin8nm, 265 s naval; FuNN-HyVI 30-65 s small,
-381 s kin8nm; NGBoost 149 s kin8nm, 365 s naval (sessions 16-17, two to four processes on the two
-cores). Estimate for the rest of `defaults` from these: about 12 CPU h, most of it FuNN-HyVI (about
-5 CPU h for kin8nm's 13 splits, naval and power, 2-3 h for protein's 5 splits), NGBoost (about 4 h)
-and IC-NLM / mean-field VI on power and protein (about 2 h); the earlier estimate of 6 h had not
-measured a large-set FuNN-HyVI cell. `paper` adds B-DeepNoise (about 30 CPU min per small set over 5
+naval, 257 s power; mean-field VI 16 s small, 43 s kin8nm, 265 s naval, 112 s power; FuNN-HyVI 30-65 s small,
+381 s kin8nm; NGBoost 149 s kin8nm, 379 s naval (sessions 16-18, two to four processes on the two
+cores). Estimate for the rest of `defaults` from these: about 10 CPU h, most of it FuNN-HyVI (about
+5 CPU h for kin8nm's 13 splits, naval and power, 2-3 h for protein's 5 splits), NGBoost (about 3 h
+for naval's last 3 splits, power and protein) and IC-NLM / mean-field VI on protein (about
+1 h). Since session 18 `dubito bench` keeps freed heap memory in the process (`dubito.heap`),
+which made FuNN-HyVI and mean-field VI epochs about 20 % faster in a 3-epoch check; the cells
+above were measured before. `paper` adds B-DeepNoise (about 30 CPU min per small set over 5
 splits, hours per large set) and ten tuned rows at about 20 fits each: over 60 CPU h; the tuned
 rows' trial count should first be measured against their gain. Boston split 0, 20 trials, fit
 seconds with tuning: the ensemble 2.321 -> 2.213 (22 s; commit 4a477e6, with the variance scale),
@@ -218,10 +220,11 @@ fitting landed; NGBoost (ngboost 0.6.0 installed with --no-deps beside scikit-le
 naval, power and protein at 737ce64 (session 15); IC-NLM, mean-field VI, FuNN-HyVI and NGBoost on
 kin8nm and naval at 74e69ca (session 16; the first 6 kin8nm splits of IC-NLM and NGBoost at 050e544 and
 4a477e6); mean-field VI on naval (splits 2-19), IC-NLM on power (14 splits) and FuNN-HyVI on kin8nm
-(4 more splits) at 8c45067 (session 17; no change to these estimators since 74e69ca). Still to run
-for `defaults`: FuNN-HyVI on kin8nm (13 of 20 splits), naval, power and protein; IC-NLM on power (6
-of 20) and protein; mean-field VI on power and protein; NGBoost on naval (14 of 20), power and
-protein.
+(4 more splits) at 8c45067 (session 17); IC-NLM on power (the last 6 splits), mean-field VI on power
+(20) and NGBoost on naval (11 more splits) at 8275d44 (session 18; no change to these
+estimators since 74e69ca). Still to run for `defaults`: FuNN-HyVI on kin8nm (13 of 20 splits),
+naval, power and protein; IC-NLM and mean-field VI on protein; NGBoost on naval (3 of 20),
+power and protein.
 
 What the cells say (means over all stored splits; the tables below are computed from the cells):
 - The deep ensemble with its defaults meets two targets: kin8nm (-1.346 over 20 splits, target
@@ -241,7 +244,7 @@ What the cells say (means over all stored splits; the tables below are computed 
   scale cannot fix; a quantile recalibration (issue 20) can.
 - NGBoost (peer, same splits; the ensemble's defaults in brackets): boston 2.50 (2.54), concrete
   3.08 (2.99), energy 0.79 (0.90), wine 0.94 (0.92), yacht 0.53 (0.39), kin8nm -0.41 over 20 splits
-  (-1.35; RMSE 0.175 against 0.067), naval -4.95 on its first 6 splits (-6.91). The tuned ensemble
+  (-1.35; RMSE 0.175 against 0.067), naval -4.93 on its first 17 splits (-6.91). The tuned ensemble
   (`paper` cells, 20 trials) is at least as good as NGBoost on the four sets its row has finished
   (boston 2.49, concrete 3.00, energy 0.77, wine 0.93); tuning gains on boston and energy and loses
   a little on concrete and wine, where 20 % of a few hundred rows is a noisy tuning score.
@@ -254,8 +257,9 @@ What the cells say (means over all stored splits; the tables below are computed 
   mean-field VI or FuNN-HyVI comes near the ensemble: kin8nm (20 splits) IC-NLM -0.886 (RMSE 0.092
   against the ensemble's 0.067), mean-field VI -1.129, FuNN-HyVI -1.130 (7 splits), against -1.346
   and the target -1.315; naval IC-NLM -4.37 (RMSE 0.0024 against 0.00025), mean-field VI -5.76 (20
-  splits; RMSE 0.00057), against -6.91; power IC-NLM 3.21 (14 splits; RMSE 4.69) against the
-  ensemble's 2.69 (RMSE 3.75) and the MDN's 2.71. The IC-NLM's predictive is also too wide in its latent space (session 16,
+  splits; RMSE 0.00057), against -6.91; power (20 splits each) IC-NLM 3.19 (RMSE 4.67) and
+  mean-field VI 2.84 (RMSE 4.14, coverage 0.966) against the ensemble's 2.69 (RMSE 3.75) and the
+  MDN's 2.71. The IC-NLM's predictive is also too wide in its latent space (session 16,
   a synthetic check: average predictive variance 0.73 against a residual variance of 0.48), which
   costs it NLL wherever its features explain much of y. Coverage outside 0.90-0.98: mean-field VI on
   energy (0.989) and yacht (0.985; homoscedastic noise on heteroscedastic sets: too wide), the
