@@ -135,11 +135,15 @@ METHODS: dict[str, Method] = {
 }
 
 
-def get_method(name: str) -> Method:
+def _lookup(registry: dict[str, Method], name: str, what: str) -> Method:
     try:
-        return METHODS[name]
+        return registry[name]
     except KeyError:
-        raise ValueError(f"unknown method {name!r}; available: {', '.join(sorted(METHODS))}") from None
+        raise ValueError(f"unknown {what} {name!r}; available: {', '.join(sorted(registry))}") from None
+
+
+def get_method(name: str) -> Method:
+    return _lookup(METHODS, name, "method")
 
 
 def build(name: str, **settings) -> Any:
@@ -157,8 +161,7 @@ CLASSIFIERS: dict[str, Method] = {
         Method("concrete-dropout", "concrete dropout: rates learned by a relaxed Bernoulli, T passes averaged",
                MCDropoutClassifier, "Gal, Hron & Kendall 2017", fixed=dict(dropout="concrete")),
         Method("multidrop", "Multi-Drop: concrete dropout with a learned rate per unit, T passes averaged",
-               MCDropoutClassifier,
-               "Feng 2019 (Multi-Drop)", fixed=dict(dropout="multidrop")),
+               MCDropoutClassifier, "Feng 2019 (Multi-Drop)", fixed=dict(dropout="multidrop")),
         Method("ensemble", "deep ensemble of classifiers (members differ by seed), probabilities averaged",
                DeepEnsembleClassifier, "Lakshminarayanan et al. 2017"),
         Method("kfac-laplace", "Kronecker-factored Laplace on a trained network's layers, T weight draws",
@@ -168,8 +171,4 @@ CLASSIFIERS: dict[str, Method] = {
 
 
 def get_classifier(name: str) -> Method:
-    try:
-        return CLASSIFIERS[name]
-    except KeyError:
-        raise ValueError(f"unknown classification method {name!r}; available: {', '.join(sorted(CLASSIFIERS))}") \
-            from None
+    return _lookup(CLASSIFIERS, name, "classification method")

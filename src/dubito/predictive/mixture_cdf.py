@@ -247,7 +247,6 @@ class BoxExpansion:
             out[sl] = np.einsum("rtb,rb->rt", ndtr(u), self._mass[sl]) + _INV_SQRT_2PI * b1.sum(axis=-1)
         return np.clip(out, 0.0, 1.0, out=out)
 
-
     def cdf_pdf_pairs(self, rows: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(F, p) at (row, point) pairs (rows[e], x[e]): F as ``cdf`` (not clipped) and the density
         p = sum_b phi(u) / s_b sum_q (-1)^q m_bq He_q(u), both from one forward Hermite recurrence."""
