@@ -127,7 +127,8 @@ METHODS: dict[str, Method] = {
                cli=_NUTS_CLI),
         Method("hyvi", "FuNN-HyVI: hypernetwork implicit VI, k-NN KL in predictor space, learned noise, early "
                "stopping", HyperVIRegressor, "Pequignot et al."),
-        Method("icnlm", "implicit copula neural linear model: KDE marginal, MLP on z, ridge prior, VI (10 features)",
+        Method("icnlm", "implicit copula neural linear model: KDE marginal, MLP on z, ridge prior and a random "
+               "intercept, VI (10 features)",
                ImplicitCopulaRegressor, "Hoffmann & Klein 2023"),
         Method("naive", "constant prediction 0 with the residual variance mean(y^2) (the naive learner)",
                NaiveRegressor, "Hoffmann & Klein 2023 (naive learner)"),

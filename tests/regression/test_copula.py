@@ -109,9 +109,10 @@ def test_in_sample_marginal_calibration_from_features(skewed):
     psi, y, est = skewed
     pred = est.predict_distribution(features=psi)
     gap = marginal_calibration(pred, y).max_gap
-    # measured 0.047 (n = 400, VI stopped by its ELBO rule at 2,600 iterations; 0.147 after only 800):
+    # measured 0.040 with the random intercept (the default; VI to its 3,000-iteration cap), 0.047 for the
+    # paper's model (intercept=False, stopped by its ELBO rule at 2,600 iterations; 0.147 after only 800):
     # IC-NLM calibration is in-sample and approximate (spec §5 C2, §7.10)
-    assert gap < 0.07
+    assert gap < 0.06
 
 
 @pytest.mark.filterwarnings("ignore::dubito.inference.diagnostics.ConvergenceWarning")
@@ -126,8 +127,10 @@ def test_fit_end_to_end_marginal_calibration_on_skewed_response():
     assert est.feature_source_ == "network" and est.train_features_.shape == (800, 10)
     pred = est.predict_distribution(X)
     gap = marginal_calibration(pred, y).max_gap
-    # measured 0.070 (ReLU features, 3 dead units); a Gaussian on the same MLP (DeterministicRegressor) 0.127
-    assert gap < 0.1
+    # measured 0.026 with the random intercept (the default); 0.072 for the paper's model (intercept=False:
+    # the latent noise tied to ||psi||, benchmarks/icnlm_intercept.py); a Gaussian on the same MLP
+    # (DeterministicRegressor) 0.127
+    assert gap < 0.04
     np.testing.assert_allclose(est.predict(X[:5]), pred.mean[:5])
     np.testing.assert_allclose(est.predict_distribution(features=est.train_features_[:5]).density,
                                pred.density[:5])

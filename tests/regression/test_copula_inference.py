@@ -20,6 +20,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from scipy import stats
 
 from dubito.regression import ImplicitCopulaRegressor
 from dubito.regression.copula_posterior import (
@@ -28,10 +29,12 @@ from dubito.regression.copula_posterior import (
     copula_scales,
 )
 
-from .copula_synthetic import SteeringMarginal, feature_synthetic
+from .copula_synthetic import SteeringMarginal, feature_synthetic, steering_ppf
 
 f64 = torch.float64
 NUTS = dict(inference="nuts", nuts_samples=500, nuts_warmup=200, nuts_chains=2, random_state=0, progress=False)
+# the synthetic data come from the paper's model, without an intercept: the recovery tests fit that model
+PAPER = dict(intercept=False)
 RIDGE_BETA, RIDGE_TAU2 = np.array([1.0, -0.8, 0.6, -0.5]), 0.5
 
 
@@ -39,7 +42,7 @@ RIDGE_BETA, RIDGE_TAU2 = np.array([1.0, -0.8, 0.6, -0.5]), 0.5
 def ridge_nuts():
     """NUTS (2 x 500 draws) on n = 1000 synthetic rows, p = 4, ridge truth tau*^2 = 0.5."""
     psi, _, y = feature_synthetic(1000, RIDGE_BETA, RIDGE_TAU2, seed=0)
-    est = ImplicitCopulaRegressor.from_features(psi, y, marginal=SteeringMarginal(), prior="ridge", **NUTS)
+    est = ImplicitCopulaRegressor.from_features(psi, y, marginal=SteeringMarginal(), prior="ridge", **PAPER, **NUTS)
     return psi, y, est
 
 
@@ -70,9 +73,25 @@ def test_nuts_horseshoe_recovers_the_truth():
     # funnel, divergences and slow mixing: seen with beta* = (1, -0.8, 0.6) on another feature draw)
     beta, lam2 = np.array([1.5, -1.2, 1.0]), np.array([1.0, 0.6, 0.4])
     psi, _, y = feature_synthetic(1000, beta, lam2, seed=0)
-    est = ImplicitCopulaRegressor.from_features(psi, y, marginal=SteeringMarginal(), prior="horseshoe", **NUTS)
+    est = ImplicitCopulaRegressor.from_features(psi, y, marginal=SteeringMarginal(), prior="horseshoe", **PAPER,
+                                                **NUTS)
     post = _check_nuts_recovers(est, beta)  # measured: R-hat 1.005, ESS >= 808, |err| <= 1.5 sd
     assert post.names[-1] == "log_tau" and post.theta.shape == (1000, 7)
+
+
+def test_nuts_ridge_with_the_random_intercept_recovers_the_truth():
+    # z = s (psi' beta* + beta_0* + eps), s = (1 + kappa* + tau*^2 ||psi||^2)^(-1/2): the default model
+    psi, _, _ = feature_synthetic(1000, RIDGE_BETA, RIDGE_TAU2, seed=0)
+    kappa, beta0 = 2.0, 0.8
+    rng = np.random.default_rng(5)
+    s = 1.0 / np.sqrt(1.0 + kappa + RIDGE_TAU2 * np.sum(psi**2, axis=1))
+    y = steering_ppf(stats.norm.cdf(s * (psi @ RIDGE_BETA + beta0 + rng.normal(size=1000))))
+    est = ImplicitCopulaRegressor.from_features(psi, y, marginal=SteeringMarginal(), prior="ridge", **NUTS)
+    assert est.intercept is True and est.posterior_.names[-2:] == ["log_tau2", "log_kappa"]
+    post = _check_nuts_recovers(est, np.r_[RIDGE_BETA, beta0])
+    for draws, truth in ((post.tau2, RIDGE_TAU2), (post.prior_variances[:, -1], kappa)):
+        lo, hi = np.quantile(draws.numpy(), [0.005, 0.995])   # inside the central 99 % interval
+        assert lo < truth < hi, (lo, hi, truth)
 
 
 # ---------------------------------------------------------------- spec C1: VI vs NUTS on a UCI set
@@ -215,7 +234,7 @@ def test_ridge_scale_invariance_of_the_nuts_predictive(ridge_nuts):
     psi, y, est = ridge_nuts
     c = 2.0
     scaled = ImplicitCopulaRegressor.from_features(c * psi, y, marginal=SteeringMarginal(), prior="ridge",
-                                                   nu=2.5 / c**2, **{**NUTS, "nuts_chains": 1, "nuts_warmup": 150,
+                                                   nu=2.5 / c**2, **PAPER, **{**NUTS, "nuts_chains": 1, "nuts_warmup": 150,
                                                                      "nuts_samples": 400})
     new = feature_synthetic(30, RIDGE_BETA, RIDGE_TAU2, seed=5, feature_seed=0)[0]
     za = est.posterior_.predict_z(new, "mixture")
@@ -249,8 +268,8 @@ def test_horseshoe_shrinks_the_zero_coefficients_more_than_ridge():
               progress=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ConvergenceWarning: fixed iteration count
-        ridge = ImplicitCopulaRegressor.from_features(psi, y, prior="ridge", **kw).posterior_
-        hs = ImplicitCopulaRegressor.from_features(psi, y, prior="horseshoe", **kw).posterior_
+        ridge = ImplicitCopulaRegressor.from_features(psi, y, prior="ridge", **PAPER, **kw).posterior_
+        hs = ImplicitCopulaRegressor.from_features(psi, y, prior="horseshoe", **PAPER, **kw).posterior_
 
     def null_to_signal(post):  # mean |posterior mean| of the nulls over that of the signals
         m = np.abs(post.beta.mean(0).numpy())

@@ -94,6 +94,7 @@ def test_round_trip_gives_identical_predictions(source, prior, inference, tmp_pa
     a, b = est.posterior_, back.posterior_
     assert (b.prior, b.inference, b.p, b.names, b.nu, b.tau2_fixed) == (a.prior, a.inference, a.p, a.names, a.nu,
                                                                         a.tau2_fixed)
+    assert b.intercept is a.intercept is True  # the default
     assert torch.equal(a.theta, b.theta)
     if inference == "vi":
         for x, z in zip(a.point_estimate("mean"), b.point_estimate("mean")):
@@ -222,6 +223,24 @@ def test_bad_files(tmp_path):
         ImplicitCopulaRegressor.load(p)
     io.save_tensors(p, tensors, "ImplicitCopulaRegressor", {**settings, "fitted": {**settings["fitted"], "n_train": 7}})
     with pytest.raises(ValueError, match="do not match n_train"):
+        ImplicitCopulaRegressor.load(p)
+
+
+def test_a_file_written_before_the_random_intercept_loads_as_the_papers_model(tmp_path):
+    est = _fit("features", "ridge", "vi", intercept=False)
+    p = tmp_path / "old.safetensors"
+    est.save(p)
+    tensors, settings = io.load_tensors(p, "ImplicitCopulaRegressor")
+    params = {k: v for k, v in settings["params"].items() if k != "intercept"}
+    posterior = {k: v for k, v in settings["posterior"].items() if k != "intercept"}
+    io.save_tensors(p, tensors, "ImplicitCopulaRegressor", {**settings, "params": params, "posterior": posterior})
+    back = ImplicitCopulaRegressor.load(p)
+    assert back.intercept is False and back.posterior_.intercept is False
+    _assert_same_predictions(est, back)
+    # an intercept setting that the stored posterior does not have is refused
+    io.save_tensors(p, tensors, "ImplicitCopulaRegressor", {**settings, "params": {**params, "intercept": True},
+                                                            "posterior": posterior})
+    with pytest.raises(ValueError, match="intercept does not match"):
         ImplicitCopulaRegressor.load(p)
 
 

@@ -108,7 +108,8 @@ def test_log_priors_match_scipy_densities_with_jacobians():
 
 
 @pytest.mark.parametrize("prior,kw", [("ridge", {}), ("horseshoe", {}), ("ridge", {"tau2": 0.7}),
-                                      ("horseshoe", {"legacy_lambda_jacobian": True})])
+                                      ("horseshoe", {"legacy_lambda_jacobian": True}),
+                                      ("ridge", {"intercept": True}), ("horseshoe", {"intercept": True})])
 def test_analytic_gradients_match_finite_differences(prior, kw):
     psi, z = synthetic(n=40, p=4, seed=7)
     model = CopulaModel(psi, z, prior, **kw)
@@ -146,12 +147,86 @@ def test_input_validation():
         CopulaModel(psi, z[:5])
     with pytest.raises(ValueError, match="ridge"):
         CopulaModel(psi, z, "horseshoe", tau2=1.0)
+    with pytest.raises(ValueError, match="intercept=True"):
+        CopulaModel(psi, z, tau2=1.0, intercept=True)
+    with pytest.raises(ValueError, match="intercept"):
+        CopulaModel(psi, z, intercept="yes")
     with pytest.raises(ValueError, match="coordinates"):
         CopulaModel(psi, z).log_prob(torch.zeros(7, dtype=f64))
     bad = psi.clone()
     bad[0, 0] = float("nan")
     with pytest.raises(ValueError, match="finite"):
         CopulaModel(bad, z)
+
+
+# ------------------------------------------------------------------ the random intercept
+@pytest.mark.parametrize("prior", ["ridge", "horseshoe"])
+def test_intercept_is_a_column_of_ones_with_its_own_variance(prior):
+    psi, z = synthetic(n=15, p=3, seed=4)
+    model = CopulaModel(psi, z, prior, intercept=True)
+    assert model.n_features == 3 and model.p == 4
+    assert model.dim == (6 if prior == "ridge" else 9)
+    assert model.names[3] == "beta[intercept]" and len(model.names) == model.dim
+    theta = random_theta(model, 4, seed=5)
+    v = model.prior_variances(theta)
+    if prior == "ridge":   # (τ², τ², τ², κ)
+        torch.testing.assert_close(v, torch.exp(theta[:, [4, 4, 4, 5]]), rtol=0, atol=0)
+    ours = model.log_likelihood(theta)
+    ones = torch.cat([psi, torch.ones(15, 1, dtype=f64)], dim=1)
+    for m in range(4):     # eq. (6) on [Ψ, 1] with the prior variances (τ²·1, κ), densely
+        S = torch.diag(copula_scales(ones, v[m][None])[0])
+        dense = torch.distributions.MultivariateNormal(S @ ones @ theta[m, :4], S @ S).log_prob(z)
+        assert ours[m].item() == pytest.approx(dense.item(), abs=1e-10)
+
+
+def test_intercept_log_prior_matches_scipy():
+    psi, z = synthetic(n=10, p=3, seed=6)
+    model = CopulaModel(psi, z, "ridge", nu=2.5, intercept=True)
+    tau2, kappa = 0.8, 2.3
+    th = torch.tensor([0.4, -1.2, 0.1, 0.7, math.log(tau2), math.log(kappa)], dtype=f64)
+    ref = (stats.norm.logpdf(th[:3].numpy(), scale=math.sqrt(tau2)).sum()
+           + stats.weibull_min.logpdf(tau2, c=0.5, scale=2.5) + math.log(tau2)
+           + stats.norm.logpdf(0.7, scale=math.sqrt(kappa))
+           + stats.weibull_min.logpdf(kappa, c=0.5, scale=2.5) + math.log(kappa))
+    assert model.log_prior(th).item() == pytest.approx(ref, abs=1e-12)
+
+
+def test_implied_Z_is_standard_normal_under_the_prior_with_an_intercept():
+    psi, z = synthetic(n=5, p=4, seed=2)
+    model = CopulaModel(psi, z, "ridge", intercept=True)
+    g = torch.Generator().manual_seed(3)
+    theta = model.sample_prior(40_000, g)
+    ones = torch.cat([psi, torch.ones(5, 1, dtype=f64)], dim=1)
+    s = copula_scales(ones, model.prior_variances(theta))
+    Z = s * (theta[:, :5] @ ones.T + torch.randn(40_000, 5, generator=g, dtype=f64))
+    for i in range(5):
+        assert stats.kstest(Z[:, i].numpy(), "norm").pvalue > 0.001
+    # κ and τ² are drawn independently: their log-correlation is near 0 (tolerance 4/sqrt(J))
+    assert abs(np.corrcoef(theta[:, 5].numpy(), theta[:, 6].numpy())[0, 1]) < 4 / math.sqrt(40_000)
+
+
+def test_vi_recovers_the_noise_level_that_the_features_norm_cannot_carry():
+    # z = s (ψᵀβ + β₀ + ε) with κ = 3: the noise variance s² is 1/(1 + κ + τ²||ψ||²). Without the
+    # intercept the model must reach the small s² through τ²||ψ||² alone and over-disperses.
+    g = torch.Generator().manual_seed(21)
+    n, p, tau2, kappa = 3000, 3, 0.3, 3.0
+    psi = torch.relu(torch.randn(n, 2, generator=g, dtype=f64) @ torch.randn(2, p, generator=g, dtype=f64) + 0.3)
+    beta = torch.randn(p, generator=g, dtype=f64) * math.sqrt(tau2)
+    s = 1 / torch.sqrt(1 + kappa + tau2 * (psi**2).sum(1))
+    z = s * (psi @ beta + 0.4 + torch.randn(n, generator=g, dtype=f64))
+    kw = dict(init="zeros", max_iter=2500, min_iter=2000, n_draws=2000, seed=0)
+    with_int = fit_copula_posterior(psi, z, "ridge", "vi", intercept=True, **kw)
+    without = fit_copula_posterior(psi, z, "ridge", "vi", **kw)
+    kappa_hat = float(torch.exp(with_int.q.mean[p + 2]))
+    assert kappa_hat == pytest.approx(kappa, rel=0.3)
+    resid = lambda post: float((z - torch.as_tensor(post.predict_z(psi).mean)).var())
+    avg_var = lambda post: float(post.predict_z(psi).var.mean())
+    # calibrated in z: the average predictive variance matches the residual variance to 5 % with the
+    # intercept, and overshoots it by more than 20 % without it
+    assert avg_var(with_int) / resid(with_int) == pytest.approx(1.0, abs=0.05)
+    assert avg_var(without) / resid(without) > 1.2
+    assert with_int.names[-2:] == ["log_tau2", "log_kappa"] and with_int.n_coef == p + 1
+    assert with_int.predict_z(psi[:4]).mean.shape == (4,)
 
 
 # ------------------------------------------------------------------ conjugate oracle (τ² fixed)

@@ -98,6 +98,16 @@ def test_the_constant_unit_is_the_rms_feature_norm():
     assert np.all(np.isfinite(est.predict(Xn)))
 
 
+@pytest.mark.parametrize("intercept", [True, False])
+def test_the_constant_unit_by_default_only_without_the_random_intercept(intercept):
+    X, y = _data()
+    model = _relu_model()
+    with pytest.warns(RuntimeWarning, match="dropped"):
+        est = ImplicitCopulaRegressor.wrap(model, None, X, y, **{**FAST, "intercept": intercept})
+    assert (est.constant_feature_ > 0) is (not intercept)
+    assert est.n_features_ == 3 + (not intercept) and est.posterior_.intercept is intercept
+
+
 def test_a_named_layer_or_module_and_bad_arguments():
     X, y = _data()
     model = _relu_model()

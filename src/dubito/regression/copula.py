@@ -15,10 +15,13 @@ reconstructed there):
    activation** (ReLU by default, as the paper's code [C]: PilotNet's "Dense 10 ReLU");
    p = ``n_features`` = 10 by default (paper). The network's output layer is discarded
    (§2.3). ReLU features are non-negative, so the ridge scale s_i = (1 + tau^2 ||psi_i||^2)^{-1/2}
-   depends on x only through ||psi||^2 (spec §7.11; documented, not "fixed"). **No intercept
-   and no feature standardisation** (spec §2.3, §7.11: centring or scaling psi changes s_i and
-   hence the model), on every path (fit, from_features, wrap);
-4. `fit_copula_posterior(psi, z, prior, inference)` (ridge/horseshoe, VI/NUTS; §2.4-2.8);
+   depends on x only through ||psi||^2 (spec §7.11). **No feature standardisation** (spec §2.3,
+   §7.11: centring or scaling psi changes s_i and hence the model), on every path (fit,
+   from_features, wrap);
+4. `fit_copula_posterior(psi, z, prior, inference, intercept)` (ridge/horseshoe, VI/NUTS; §2.4-2.8)
+   with, by default, a random intercept that the paper does not have (``intercept=True``: s_i =
+   (1 + kappa + tau^2 ||psi_i||^2)^{-1/2}, the class docstring says why; ``intercept=False`` is
+   the paper's model);
 5. prediction (§2.9): Z_0 | x_0 is an equal-weight Gaussian mixture (1/J) sum_j N(m_j, s_j^2)
    (``predictive="plugin"``: J = 1, the paper's estimator; ``"mixture"``: the posterior
    predictive over J = ``n_draws`` draws). Changing variables z = Phi^{-1}(F_Y(y)),
@@ -122,8 +125,9 @@ from dubito.search_space import Choice, Float
 
 __all__ = ["ImplicitCopulaRegressor"]
 
-#: ``wrap``'s default for ``constant_feature`` (`dubito.regression.copula_features`, "Wrapped features").
-WRAP_CONSTANT_FEATURE = True
+#: ``wrap``'s default for ``constant_feature``: None, a constant unit only for the model without the random
+#: intercept (`dubito.regression.copula_features`, "Wrapped features"), which the intercept supersedes.
+WRAP_CONSTANT_FEATURE = None
 
 
 class ImplicitCopulaRegressor(_MLPRegressor):
@@ -168,6 +172,14 @@ class ImplicitCopulaRegressor(_MLPRegressor):
         Epochs without a better held-out MSE before the network stops
         (`dubito.early_stopping.DEFAULT_PATIENCE`, where its source is given).
     nu : ridge hyperprior scale, 2.5 (paper).
+    intercept : bool, default True  (not the paper's model, which has none: §3.3; False reproduces it)
+        A random intercept in the latent model, z~ = psi'beta + beta_0 + eps with beta_0 ~ N(0, kappa)
+        and kappa ~ the ridge's Weibull(1/2, nu) (horseshoe: its own lambda), so that the latent
+        noise variance s^2 = 1 / (1 + kappa + tau^2 ||psi||^2) need not come from the norm of the
+        features alone (`dubito.regression.copula_posterior`, "Random intercept"). Without it the
+        predictive is over-dispersed in z wherever ||psi|| varies between inputs (ReLU features):
+        benchmarks/icnlm_intercept.py measures the in-sample marginal calibration gap and the test
+        NLL of both on a skewed synthetic case and UCI splits.
     n_draws : posterior draws kept (VI: from q), default 1000 (the mixture's J).
     vi_max_iter, vi_min_iter, vi_draws, vi_rank : VI (at most 14,000 iterations, M = 50, k = 3: the
         paper's small-data settings; the authors' code ran 12,000-19,000 fixed iterations). The ELBO
@@ -227,7 +239,7 @@ class ImplicitCopulaRegressor(_MLPRegressor):
 
     def __init__(self, prior="ridge", inference="vi", network="mlp", image_shape=None, hidden=(100, 50),
                  n_features=10, activation="relu", lr=2.5e-4, weight_decay=0.0, batch_size=32, epochs=60,
-                 nu=NU_DEFAULT, n_draws=1000, vi_max_iter=14_000, vi_min_iter=10_000, vi_draws=50, vi_rank=3,
+                 nu=NU_DEFAULT, intercept=True, n_draws=1000, vi_max_iter=14_000, vi_min_iter=10_000, vi_draws=50, vi_rank=3,
                  nuts_samples=1000, nuts_warmup=1000, nuts_chains=2, predictive="plugin", theta_point="median",
                  grid_size=512, marginal=None, device="cpu", random_state=None, progress=True,
                  validation_fraction=DEFAULT_VALIDATION_FRACTION, patience=DEFAULT_PATIENCE):
@@ -243,6 +255,7 @@ class ImplicitCopulaRegressor(_MLPRegressor):
         self.batch_size = batch_size
         self.epochs = epochs
         self.nu = nu
+        self.intercept = intercept
         self.n_draws = n_draws
         self.vi_max_iter = vi_max_iter
         self.vi_min_iter = vi_min_iter
@@ -268,6 +281,7 @@ class ImplicitCopulaRegressor(_MLPRegressor):
             prior=check_choice(self.prior, "prior", PRIORS),
             inference=check_choice(self.inference, "inference", INFERENCES),
             nu=check_float(self.nu, "nu", strictly_positive=True),
+            intercept=check_bool(self.intercept, "intercept"),
             n_draws=check_int(self.n_draws, "n_draws", min_value=1),
             vi_max_iter=check_int(self.vi_max_iter, "vi_max_iter", min_value=1),
             vi_min_iter=check_int(self.vi_min_iter, "vi_min_iter", min_value=1),
@@ -348,7 +362,7 @@ class ImplicitCopulaRegressor(_MLPRegressor):
 
     @classmethod
     def wrap(cls, model: torch.nn.Module, feature_layer=None, X=None, y=None, *,
-             constant_feature: bool = WRAP_CONSTANT_FEATURE, **settings) -> ImplicitCopulaRegressor:
+             constant_feature: bool | None = WRAP_CONSTANT_FEATURE, **settings) -> ImplicitCopulaRegressor:
         """IC-NLM on the features of a trained torch ``model`` (the "wrapped" source).
 
         Also callable with the data first, ``wrap(model, X, y)`` / ``wrap(model, X, y, feature_layer)``
@@ -367,10 +381,13 @@ class ImplicitCopulaRegressor(_MLPRegressor):
         below is a deliberate choice). Their indices are ``dead_features_``; the same units are
         dropped at prediction and after `load`.
 
-        ``constant_feature`` (default True): append one constant unit c = the training rows'
-        root-mean-square ||psi|| to psi (``constant_feature_`` = c, 0 without), the bias unit of the
-        network's own head f(x) = w'psi + b; a deviation from the paper, which the spec allows as an
-        option (§7.11). See `dubito.regression.copula_features`, "Wrapped features", for why and the measurements.
+        ``constant_feature`` (default None: True when ``intercept=False``, else False): append one
+        constant unit c = the training rows' root-mean-square ||psi|| to psi (``constant_feature_`` =
+        c, 0 without), the bias unit of the network's own head f(x) = w'psi + b; a deviation from the
+        paper, which the spec allows as an option (§7.11). See `dubito.regression.copula_features`,
+        "Wrapped features", for why and the measurements. The random intercept (``intercept=True``,
+        the default) does the same with its own learnt variance instead of tau^2 c^2, so the
+        constant unit is left out beside it.
 
         Fit on rows the network was **not** trained on (e.g. its validation rows) where you can:
         the spread of the copula is learnt from the residuals on X, and those of the training rows
@@ -381,10 +398,10 @@ class ImplicitCopulaRegressor(_MLPRegressor):
         y gives features that work too, a post-hoc use the paper does not study).
         """
         feature_layer, X, y = wrap_arguments(feature_layer, X, y)
-        constant = check_bool(constant_feature, "constant_feature")
         name, _, where = find_feature_layer(model, feature_layer)
         est = cls(**settings)
-        est._copula_settings()  # bad settings fail before the forward passes
+        cs = est._copula_settings()  # bad settings fail before the forward passes
+        constant = not cs["intercept"] if constant_feature is None else check_bool(constant_feature, "constant_feature")
         psi, y, dead = wrapped_training_features(model, feature_layer, name, X, y)
         est.model_ = model
         est.feature_layer_ = name
@@ -433,7 +450,8 @@ class ImplicitCopulaRegressor(_MLPRegressor):
         psi_t = torch.tensor(np.ascontiguousarray(psi), dtype=torch.float64, device=dev)
         z_t = torch.tensor(np.ascontiguousarray(z), dtype=torch.float64, device=dev)
         self.posterior_ = fit_copula_posterior(
-            psi_t, z_t, prior=cs["prior"], inference=cs["inference"], nu=cs["nu"], n_draws=cs["n_draws"],
+            psi_t, z_t, prior=cs["prior"], inference=cs["inference"], nu=cs["nu"], intercept=cs["intercept"],
+            n_draws=cs["n_draws"],
             rank=cs["vi_rank"], vi_draws=cs["vi_draws"], max_iter=cs["vi_max_iter"],
             min_iter=min(cs["vi_min_iter"], cs["vi_max_iter"]), num_samples=cs["nuts_samples"],
             warmup_steps=cs["nuts_warmup"], num_chains=cs["nuts_chains"], seed=seed, device=self.device,

@@ -31,7 +31,8 @@ def loglik_trace(post, psi_t: torch.Tensor, z_t: torch.Tensor, device) -> np.nda
     training features and pseudo responses (float64 tensors); None for VI (no chains)."""
     if post.theta_by_chain is None:
         return None
-    model = CopulaModel(psi_t, z_t, post.prior, nu=post.nu, tau2=post.tau2_fixed, device=device)
+    model = CopulaModel(psi_t, z_t, post.prior, nu=post.nu, tau2=post.tau2_fixed, intercept=post.intercept,
+                        device=device)
     C, S, dim = post.theta_by_chain.shape
     flat = post.theta_by_chain.reshape(C * S, dim)
     ll = torch.cat([model.log_likelihood(flat[i:i + 256]) for i in range(0, C * S, 256)]) / psi_t.shape[0]
@@ -48,9 +49,10 @@ def monitor_mean_trace(post, train_features: np.ndarray, marginal):
         return rows, None
     C, S, dim = post.theta_by_chain.shape
     theta = post.theta_by_chain.reshape(C * S, dim)
-    psi = torch.tensor(np.ascontiguousarray(train_features[rows]), dtype=torch.float64, device=theta.device)
+    psi = post.design(torch.tensor(np.ascontiguousarray(train_features[rows]), dtype=torch.float64,
+                                   device=theta.device))
     s = copula_scales(psi, post._prior_variances(theta))             # (J, rows)
-    m = s * (theta[:, :post.p] @ psi.T)                              # (J, rows)
+    m = s * (theta[:, :post.n_coef] @ psi.T)                         # (J, rows)
     t, w = np.polynomial.hermite.hermgauss(_GH_NODES)
     z = m.cpu().numpy()[..., None] + s.cpu().numpy()[..., None] * (math.sqrt(2.0) * t)
     y = np.asarray(marginal.inverse_pseudo_response(z), dtype=np.float64)

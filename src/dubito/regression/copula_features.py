@@ -9,9 +9,11 @@ layer (`dubito.nn.feature_layer`), without the units constant on the training in
 reported) and with the constant unit (below).
 
 Wrapped features. ``wrap`` drops the units that are constant on its X (dead ReLUs; warned,
-``dead_features_``, and dropped again at prediction) and by default appends one constant unit c =
-sqrt(mean_i ||psi_i||^2) (``constant_feature=True``; the spec's §7.11 optional constant column, a
-deviation from the paper). Why: with z_i = s_i (psi_i' beta + eps_i), s_i = (1 + tau^2 ||psi_i||^2)^(-1/2)
+``dead_features_``, and dropped again at prediction) and, for the model without the random
+intercept (``intercept=False``), appends one constant unit c = sqrt(mean_i ||psi_i||^2) by default
+(``constant_feature``; the spec's §7.11 optional constant column, a deviation from the paper). With
+the random intercept (the estimator's default) the unit is left out: beta_0 plays the same part with
+its own learnt variance kappa in place of tau^2 c^2 (`dubito.regression.copula_posterior`). Why: with z_i = s_i (psi_i' beta + eps_i), s_i = (1 + tau^2 ||psi_i||^2)^(-1/2)
 (ridge), a sharp predictive (tau^2 ||psi||^2 >> 1) has the mean psi_i' beta / (tau ||psi_i||): it sees
 only the direction of psi, so the norm of ReLU features (which varies 4-20x, docs/results/icnlm.md)
 is lost to the mean; the network's own head w'psi + b uses both. The constant unit keeps ||psi||

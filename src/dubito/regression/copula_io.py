@@ -22,7 +22,8 @@ files written before ``wrap`` dropped units, which load as the layer's output, a
 constant unit; for the network path predict_seed, best_epoch and stopped_by -- absent in files written
 before validated fitting, which load as stopped by the cap), ``marginal``
 (`KDEMarginal.to_state`'s settings) and
-``posterior`` (prior, inference, p, names, nu, tau2_fixed, diagnostics, settings; numpy arrays
+``posterior`` (prior, inference, p, names, nu, tau2_fixed, diagnostics, settings, intercept -- absent
+in files written before the random intercept, which load without one; numpy arrays
 are stored as tagged lists and come back as arrays of their dtype).
 
 A wrapped model's torch module is the user's and is not saved: ``load(path, model=m)``
@@ -42,7 +43,7 @@ from dubito import io
 from dubito._validation import check_fitted
 from dubito.inference.vi import FactorGaussian
 from dubito.nn.feature_layer import find_feature_layer
-from dubito.regression.copula_posterior import CopulaPosterior
+from dubito.regression.copula_posterior import CopulaPosterior, layout_dim
 from dubito.regression.marginal import KDEMarginal
 
 __all__ = ["attach_model", "copula_from_state", "copula_state"]
@@ -142,7 +143,8 @@ def _posterior_state(post: CopulaPosterior) -> tuple[dict[str, torch.Tensor], di
         t.update({f"posterior.q.{k}": v.detach().cpu().clone() for k, v in post.q.to_dict().items()})
     meta = dict(prior=post.prior, inference=post.inference, p=int(post.p), names=list(post.names),
                 nu=float(post.nu), tau2_fixed=None if post.tau2_fixed is None else float(post.tau2_fixed),
-                diagnostics=_to_json(post.diagnostics), settings=_to_json(post.settings))
+                diagnostics=_to_json(post.diagnostics), settings=_to_json(post.settings),
+                intercept=bool(post.intercept))
     return t, meta
 
 
@@ -158,9 +160,11 @@ def _posterior_from_state(t: dict, meta: dict, device) -> CopulaPosterior:
         theta=theta, theta_by_chain=None if by_chain is None else by_chain.to(dev, torch.float64), q=q,
         nu=float(meta["nu"]), tau2_fixed=None if meta["tau2_fixed"] is None else float(meta["tau2_fixed"]),
         diagnostics=_from_json(meta["diagnostics"]), settings=_from_json(meta["settings"]),
+        intercept=bool(meta.get("intercept", False)),  # files written before the random intercept: none
     )
     dim = len(post.names)
-    ok = theta.dim() == 2 and theta.shape[1] == dim and post.prior in ("ridge", "horseshoe")
+    ok = (theta.dim() == 2 and theta.shape[1] == dim and post.prior in ("ridge", "horseshoe")
+          and dim == layout_dim(post.prior, post.p, post.intercept, post.tau2_fixed))
     if by_chain is not None:
         ok = ok and by_chain.dim() == 3 and by_chain.shape[0] * by_chain.shape[1] == theta.shape[0]
     if q is not None:
@@ -228,11 +232,15 @@ def copula_from_state(cls, tensors: dict, settings: dict, *, device=None, where:
             raise ValueError(f"unknown {cls.__name__} state version {fitted.get('version')!r}")
         params = io.params_from_json(settings["params"], device=device)
         params["marginal"] = _marginal_from_param(params["marginal"])
+        # files written before the random intercept hold the paper's model, without one
+        params.setdefault("intercept", bool(settings["posterior"].get("intercept", False)))
         est = cls(**params)
         s = est._settings()
         est.marginal_ = KDEMarginal.from_state(
             {k[len("marginal."):]: v for k, v in tensors.items() if k.startswith("marginal.")}, settings["marginal"])
         est.posterior_ = _posterior_from_state(tensors, settings["posterior"], s["device"])
+        if est.posterior_.intercept is not bool(est.intercept):
+            raise ValueError("the posterior's intercept does not match the intercept setting")
         est.feature_source_ = str(fitted["feature_source"])
         est.n_features_ = int(fitted["n_features"])
         if fitted.get("n_features_in") is not None:

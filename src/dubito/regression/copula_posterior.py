@@ -30,6 +30,17 @@ Log posteriors and analytic gradients (spec §2.6), batched over M draws in O(M�
              ∂ℓ/∂ω_j = ½λ_j² Σ_i ψ_ij²(s_i² − r_i z_i s_i) + ½β_j²e^{−ω_j} − σ(ω_j − 2η),
              ∂ℓ/∂η = 2Σ_j σ(ω_j − 2η) − (p−1) − 2σ(2η)      (σ the logistic function)
 
+Random intercept (``intercept=True``; not in the paper, which has no intercept, §3.3): the latent
+model becomes z̃ = Ψβ + β₀ + ε with β₀ | κ ~ N(0, κ) and κ ~ the same Weibull(½, ν) as τ² (ridge;
+ϑ = (β, β₀, log τ², log κ)), or one more column with its own λ (horseshoe). It is a column of ones
+appended to Ψ, so s_i = (1 + κ + τ²||ψ_i||²)^{-1/2}: the latent noise variance s_i² no longer
+has to come from τ²||ψ_i||² alone. Without it the fit ties the noise to the norm of the features,
+which an MSE-trained network does not make meaningful (ReLU features' ||ψ||² varies several-fold
+between inputs); the posterior then settles on an average s_i² above the residual variance
+(0.73 against 0.48 on benchmarks/icnlm_marginal_gap.py's case), the predictive is over-dispersed
+in z and not marginally calibrated in y. With the intercept the gradient in log κ is
+½κ Σ_i (s_i² − r_i z_i s_i), the log τ² one ½ Σ_i τ²||ψ_i||² (s_i² − r_i z_i s_i) plus the prior's.
+
 Inference: ``fit_copula_posterior`` runs the factor-covariance Gaussian VI of the paper
 (dubito.inference.vi: rank 3, 50 draws, ADADELTA) or NUTS (dubito.inference.nuts, via Pyro,
 in place of the paper's fixed-step HMC) and returns a ``CopulaPosterior`` whose ``predict_z``
@@ -44,13 +55,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from dubito._validation import check_choice, check_float, check_int
+from dubito._validation import check_bool, check_choice, check_float, check_int
 from dubito.inference.nuts import run_nuts
 from dubito.inference.vi import FactorGaussian, fit_vi, make_generator
 
 __all__ = [
     "CopulaModel", "CopulaPosterior", "ZPrediction", "fit_copula_posterior",
-    "correlation_matrix", "conjugate_posterior", "copula_scales",
+    "correlation_matrix", "conjugate_posterior", "copula_scales", "layout_dim", "with_intercept",
 ]
 
 PRIORS = ("ridge", "horseshoe")
@@ -66,6 +77,44 @@ def _as_f64(x, device) -> torch.Tensor:
     if isinstance(x, torch.Tensor):
         return x.detach().to(device=device, dtype=torch.float64)
     return torch.as_tensor(np.asarray(x, dtype=np.float64), device=device)
+
+
+def with_intercept(psi: torch.Tensor, intercept: bool) -> torch.Tensor:
+    """ψ (n, p), with a column of ones appended when ``intercept`` (the random intercept's)."""
+    if not intercept:
+        return psi
+    return torch.cat([psi, torch.ones(psi.shape[0], 1, dtype=psi.dtype, device=psi.device)], dim=1)
+
+
+def layout_dim(prior: str, p: int, intercept: bool, tau2: float | None) -> int:
+    """Coordinates of ϑ for p features (`CopulaModel`'s layout): ridge β (p + intercept), log τ²
+    unless ``tau2`` is fixed, log κ with an intercept; horseshoe β, log λ² (p + intercept each), log τ."""
+    coef = p + int(intercept)
+    if prior == "ridge":
+        return coef if tau2 is not None else coef + 1 + int(intercept)
+    return 2 * coef + 1
+
+
+def _prior_variances(theta: torch.Tensor, prior: str, p: int, intercept: bool, tau2: float | None) -> torch.Tensor:
+    """P(θ)⁻¹'s diagonal per draw (M, p) for the coordinate layout of `CopulaModel` (p counting the
+    intercept's column): τ² repeated (and κ last with an intercept), or λ²."""
+    if prior == "ridge":
+        if tau2 is not None:
+            return torch.full((theta.shape[0], p), tau2, dtype=theta.dtype, device=theta.device)
+        tau2s = torch.exp(theta[:, p:p + 1]).expand(-1, p - intercept)
+        return torch.cat([tau2s, torch.exp(theta[:, p + 1:p + 2])], dim=1) if intercept else tau2s
+    return torch.exp(theta[:, p:2 * p])
+
+
+def _weibull_ridge(beta: torch.Tensor, u: torch.Tensor, nu: float):
+    """log N(β; 0, e^u I_k) + log Weibull(e^u; ½, ν) + u (the log-Jacobian), per draw, and its
+    gradients in β (M, k) and u (M,): the ridge prior of k coefficients with variance e^u."""
+    k = beta.shape[1]
+    bb = (beta * beta).sum(-1)
+    root = torch.sqrt(torch.exp(u) / nu)
+    value = (-0.5 * k * LOG_2PI - 0.5 * k * u - 0.5 * torch.exp(-u) * bb
+             - math.log(2.0 * nu) - 0.5 * (u - math.log(nu)) - root + u)
+    return value, -beta * torch.exp(-u)[:, None], -0.5 * (k - 1) + 0.5 * torch.exp(-u) * bb - 0.5 * root
 
 
 def copula_scales(psi: torch.Tensor, prior_var: torch.Tensor) -> torch.Tensor:
@@ -117,11 +166,13 @@ class CopulaModel:
     (n, p) and pseudo responses ``z`` (n,), float64 on ``device``.
 
     Coordinates: ridge (β_1..β_p, log τ²) — or β only with ``tau2`` fixed; horseshoe
-    (β_1..β_p, log λ_1²..log λ_p², log τ). Methods take θ of shape (dim,) or (M, dim).
+    (β_1..β_p, log λ_1²..log λ_p², log τ). With ``intercept`` a column of ones is appended to ψ
+    (its coefficient β₀ after β_p; ``p`` then counts it): ridge (β, β₀, log τ², log κ), horseshoe
+    with one more λ. Methods take θ of shape (dim,) or (M, dim).
     """
 
     def __init__(self, psi, z, prior: str = "ridge", *, nu: float = NU_DEFAULT, tau2: float | None = None,
-                 legacy_lambda_jacobian: bool = False, device="cpu"):
+                 intercept: bool = False, legacy_lambda_jacobian: bool = False, device="cpu"):
         self.prior = check_choice(prior, "prior", PRIORS)
         self.device = torch.device(device)
         self.psi = _as_f64(psi, self.device)
@@ -132,15 +183,21 @@ class CopulaModel:
             raise ValueError(f"z must be (n,) with n = {self.psi.shape[0]} rows of psi; got {tuple(self.z.shape)}")
         if not (torch.isfinite(self.psi).all() and torch.isfinite(self.z).all()):
             raise ValueError("psi and z must be finite")
-        self.n, self.p = self.psi.shape
-        self.psi2 = self.psi**2
-        self.w = self.psi2.sum(1)
-        self.nu = check_float(nu, "nu", strictly_positive=True)
+        self.intercept = check_bool(intercept, "intercept")
         if tau2 is not None:
             if self.prior != "ridge":
                 raise ValueError("tau2 can be fixed only with the ridge prior")
+            if self.intercept:
+                raise ValueError("tau2 fixes the ridge prior's one variance; it cannot be combined with "
+                                 "intercept=True, whose variance kappa is a parameter")
             tau2 = check_float(tau2, "tau2", strictly_positive=True)
         self.tau2 = tau2
+        self.n_features = self.psi.shape[1]
+        self.psi = with_intercept(self.psi, self.intercept)
+        self.n, self.p = self.psi.shape
+        self.psi2 = self.psi**2
+        self.w = self.psi2[:, :self.n_features].sum(1)     # ||ψ_i||² of the features (not the ones column)
+        self.nu = check_float(nu, "nu", strictly_positive=True)
         self.legacy_lambda_jacobian = bool(legacy_lambda_jacobian)
         if self.legacy_lambda_jacobian and self.prior != "horseshoe":
             raise ValueError("legacy_lambda_jacobian applies to the horseshoe prior only")
@@ -148,16 +205,17 @@ class CopulaModel:
     # ------------------------------------------------------------------ layout
     @property
     def dim(self) -> int:
-        if self.prior == "ridge":
-            return self.p if self.tau2 is not None else self.p + 1
-        return 2 * self.p + 1
+        return layout_dim(self.prior, self.n_features, self.intercept, self.tau2)
 
     @property
     def names(self) -> list[str]:
-        b = [f"beta[{j}]" for j in range(self.p)]
+        cols = [str(j) for j in range(self.n_features)] + (["intercept"] if self.intercept else [])
+        b = [f"beta[{j}]" for j in cols]
         if self.prior == "ridge":
-            return b if self.tau2 is not None else b + ["log_tau2"]
-        return b + [f"log_lambda2[{j}]" for j in range(self.p)] + ["log_tau"]
+            if self.tau2 is not None:
+                return b
+            return b + ["log_tau2"] + (["log_kappa"] if self.intercept else [])
+        return b + [f"log_lambda2[{j}]" for j in cols] + ["log_tau"]
 
     def _batch(self, theta):
         theta = _as_f64(theta, self.device)
@@ -170,12 +228,7 @@ class CopulaModel:
     def prior_variances(self, theta) -> torch.Tensor:
         """P(θ)⁻¹'s diagonal per draw: (M, p) (τ² repeated, or λ²)."""
         theta, _ = self._batch(theta)
-        p = self.p
-        if self.prior == "ridge":
-            if self.tau2 is not None:
-                return torch.full((theta.shape[0], p), self.tau2, dtype=torch.float64, device=self.device)
-            return torch.exp(theta[:, p:p + 1]).expand(-1, p)
-        return torch.exp(theta[:, p:2 * p])
+        return _prior_variances(theta, self.prior, self.p, self.intercept, self.tau2)
 
     # ------------------------------------------------------------------ densities
     def log_likelihood(self, theta) -> torch.Tensor:
@@ -215,13 +268,15 @@ class CopulaModel:
         g = torch.zeros_like(theta) if grad else None
         if self.prior == "ridge":
             t2 = None if self.tau2 is not None else torch.exp(theta[:, p:p + 1])        # (M, 1)
+            kappa = torch.exp(theta[:, p + 1:p + 2]) if self.intercept else None        # (M, 1)
         else:
             lam2 = torch.exp(theta[:, p:2 * p])                                        # (M, p)
         for lo in range(0, self.n, _ROW_BLOCK):
             rows = slice(lo, min(self.n, lo + _ROW_BLOCK))
             psi, z = self.psi[rows], self.z[rows]
             if self.prior == "ridge":
-                a = (self.tau2 * self.w[rows]).expand(m, -1) if t2 is None else t2 * self.w[rows]
+                a_tau = (self.tau2 * self.w[rows]).expand(m, -1) if t2 is None else t2 * self.w[rows]
+                a = a_tau if kappa is None else a_tau + kappa
             else:
                 a = lam2 @ self.psi2[rows].T                                           # (M, rows)
             inv_s = torch.sqrt(1.0 + a)
@@ -233,8 +288,14 @@ class CopulaModel:
             s2 = 1.0 / (1.0 + a)
             if self.prior == "ridge":
                 if t2 is not None:
-                    # ½Σ(1 − s²) − ½Σ r z (1 − s²)/s, with 1 − s² = a s² and (1 − s²)/s = a s
-                    g[:, p] += 0.5 * (a * s2).sum(-1) - 0.5 * (r * z * a / inv_s).sum(-1)
+                    # ½Σ(1 − s²) − ½Σ r z (1 − s²)/s, with 1 − s² = a s² and (1 − s²)/s = a s; with an
+                    # intercept each variance's share of a: ∂a/∂log τ² = τ²||ψ||², ∂a/∂log κ = κ
+                    if kappa is None:   # (this order of operations keeps NUTS's paths bit for bit)
+                        g[:, p] += 0.5 * (a * s2).sum(-1) - 0.5 * (r * z * a / inv_s).sum(-1)
+                    else:
+                        ds = s2 - r * z / inv_s
+                        g[:, p] += 0.5 * (a_tau * ds).sum(-1)
+                        g[:, p + 1] += 0.5 * (kappa * ds).sum(-1)
             else:
                 g[:, p:2 * p] += 0.5 * lam2 * ((s2 - r * z / inv_s) @ self.psi2[rows])
         return value, g
@@ -249,15 +310,15 @@ class CopulaModel:
                 if grad:
                     g[:, :p] = -beta / self.tau2
                 return value, g
-            u = theta[:, p]
-            bb = (beta * beta).sum(-1)
-            root = torch.sqrt(torch.exp(u) / self.nu)
-            # N(β; 0, e^u I) + Weibull(½, ν) on τ² + log-Jacobian u
-            value = (-0.5 * p * LOG_2PI - 0.5 * p * u - 0.5 * torch.exp(-u) * bb
-                     - math.log(2.0 * self.nu) - 0.5 * (u - math.log(self.nu)) - root + u)
+            k = self.n_features
+            value, gb, gu = _weibull_ridge(beta[:, :k], theta[:, p], self.nu)
             if grad:
-                g[:, :p] = -beta * torch.exp(-u)[:, None]
-                g[:, p] = -0.5 * (p - 1) + 0.5 * torch.exp(-u) * bb - 0.5 * root
+                g[:, :k], g[:, p] = gb, gu
+            if self.intercept:   # β₀ ~ N(0, κ), κ ~ the same Weibull(½, ν) as τ²
+                v0, gb0, gk = _weibull_ridge(beta[:, k:], theta[:, p + 1], self.nu)
+                value = value + v0
+                if grad:
+                    g[:, k:p], g[:, p + 1] = gb0, gk
             return value, g
         omega, eta = theta[:, p:2 * p], theta[:, 2 * p]
         x = omega - 2.0 * eta[:, None]
@@ -282,10 +343,11 @@ class CopulaModel:
         if self.prior == "ridge":
             if self.tau2 is not None:
                 return math.sqrt(self.tau2) * torch.randn(n, p, **kw)
-            # τ ~ Exponential(mean √ν) is τ² ~ Weibull(½, ν)
-            tau = -math.sqrt(self.nu) * torch.log(torch.rand(n, **kw))
-            beta = tau[:, None] * torch.randn(n, p, **kw)
-            return torch.cat([beta, (2.0 * torch.log(tau))[:, None]], dim=1)
+            # τ ~ Exponential(mean √ν) is τ² ~ Weibull(½, ν); with an intercept √κ likewise
+            tau = -math.sqrt(self.nu) * torch.log(torch.rand(n, 1 + self.intercept, **kw))
+            scale = torch.cat([tau[:, :1].expand(-1, self.n_features), tau[:, 1:]], dim=1)
+            beta = scale * torch.randn(n, p, **kw)
+            return torch.cat([beta, 2.0 * torch.log(tau)], dim=1)
         tau = torch.abs(torch.tan(math.pi * (torch.rand(n, **kw) - 0.5)))
         lam = tau[:, None] * torch.abs(torch.tan(math.pi * (torch.rand(n, p, **kw) - 0.5)))
         beta = lam * torch.randn(n, p, **kw)
@@ -310,7 +372,9 @@ class ZPrediction:
 class CopulaPosterior:
     """Posterior draws of ϑ for the IC-NLM and what prediction needs.
 
-    theta : (J, dim) draws (from q for VI; all chains concatenated for NUTS), float64 tensor.
+    theta : (J, dim) draws (from q for VI; all chains concatenated for NUTS), float64 tensor, in
+    `CopulaModel`'s layout. p : the number of features ψ; intercept : whether β₀ (and its variance)
+    follow them, so that the coefficients are ``n_coef`` = p + intercept.
     theta_by_chain : (chains, draws, dim) for NUTS, else None.  q : the fitted FactorGaussian (VI).
     diagnostics : VI — elbo, elbo_ma, iterations, converged, seconds; NUTS — rhat, ess_bulk (per
     coordinate), divergences, acceptance_rate, step_size per chain, seconds.
@@ -327,23 +391,29 @@ class CopulaPosterior:
     tau2_fixed: float | None = None
     diagnostics: dict = field(default_factory=dict)
     settings: dict = field(default_factory=dict)
+    intercept: bool = False
 
     # ---- parameter views
     @property
+    def n_coef(self) -> int:
+        """Coefficients per draw: the p features' and, with an intercept, β₀'s."""
+        return self.p + int(self.intercept)
+
+    def design(self, psi: torch.Tensor) -> torch.Tensor:
+        """ψ (n, p) with the intercept's column of ones appended when the model has one."""
+        return with_intercept(psi, self.intercept)
+
+    @property
     def beta(self) -> torch.Tensor:
-        return self.theta[:, : self.p]
+        """(J, n_coef): β (and β₀ last, with an intercept) per draw."""
+        return self.theta[:, : self.n_coef]
 
     def _prior_variances(self, theta: torch.Tensor) -> torch.Tensor:
-        p = self.p
-        if self.prior == "ridge":
-            if self.tau2_fixed is not None:
-                return torch.full((theta.shape[0], p), self.tau2_fixed, dtype=theta.dtype, device=theta.device)
-            return torch.exp(theta[:, p:p + 1]).expand(-1, p)
-        return torch.exp(theta[:, p:2 * p])
+        return _prior_variances(theta, self.prior, self.n_coef, self.intercept, self.tau2_fixed)
 
     @property
     def prior_variances(self) -> torch.Tensor:
-        """(J, p): τ² (repeated) for ridge, λ_j² for horseshoe, per draw."""
+        """(J, n_coef): τ² (repeated; κ last with an intercept) for ridge, λ_j² for horseshoe, per draw."""
         return self._prior_variances(self.theta)
 
     @property
@@ -361,7 +431,7 @@ class CopulaPosterior:
     @property
     def tau(self) -> torch.Tensor:
         if self.prior == "horseshoe":
-            return torch.exp(self.theta[:, 2 * self.p])
+            return torch.exp(self.theta[:, 2 * self.n_coef])
         return self.tau2.sqrt()
 
     def summary(self) -> dict[str, dict[str, float]]:
@@ -392,7 +462,7 @@ class CopulaPosterior:
             v = self._prior_variances((mu + half)[None])[0]
             if self.tau2_fixed is not None:
                 v = self._prior_variances(mu[None])[0]
-        return mu[: self.p].clone(), v
+        return mu[: self.n_coef].clone(), v
 
     # ---- prediction
     def predict_z(self, psi_new, kind: str = "plugin", theta_point: str = "median",
@@ -412,6 +482,7 @@ class CopulaPosterior:
             raise ValueError(f"psi_new must be (N, p={self.p}); got shape {tuple(psi_new.shape)}")
         if not torch.isfinite(psi_new).all():
             raise ValueError("psi_new must be finite")
+        psi_new = self.design(psi_new)
         locs, scales = [], []
         if kind == "plugin" and self.inference == "vi":
             beta_hat, v_hat = self.point_estimate(theta_point)
@@ -446,6 +517,7 @@ def fit_copula_posterior(
     *,
     nu: float = NU_DEFAULT,
     tau2: float | None = None,
+    intercept: bool = False,
     legacy_lambda_jacobian: bool = False,
     n_draws: int = 1000,
     # VI (defaults: paper / authors' code)
@@ -474,6 +546,7 @@ def fit_copula_posterior(
 
     prior : "ridge" | "horseshoe";  inference : "vi" (paper's main method) | "nuts".
     nu : ridge hyperprior scale (2.5, paper). tau2 : fix τ² (ridge only; conjugate β posterior).
+    intercept : add the random intercept β₀ (module docstring; not in the paper).
     n_draws : draws taken from q after VI (NUTS returns num_chains × num_samples).
     rank, vi_draws, max_iter, min_iter, window, rtol, atol, average, entropy_grad : fit_vi
         (k = 3, M = 50, 14,000 iterations, last-5% iterate averaging: the paper's small-data ridge
@@ -485,11 +558,11 @@ def fit_copula_posterior(
     seed : int, None or torch.Generator; device : torch device; progress : rich / Pyro bars.
     """
     check_choice(inference, "inference", INFERENCES)
-    model = CopulaModel(psi, z, prior, nu=nu, tau2=tau2, legacy_lambda_jacobian=legacy_lambda_jacobian,
-                        device=device)
+    model = CopulaModel(psi, z, prior, nu=nu, tau2=tau2, intercept=intercept,
+                        legacy_lambda_jacobian=legacy_lambda_jacobian, device=device)
     n_draws = check_int(n_draws, "n_draws", min_value=1)
     dim = model.dim
-    settings = dict(prior=prior, inference=inference, nu=nu, tau2=tau2,
+    settings = dict(prior=prior, inference=inference, nu=nu, tau2=tau2, intercept=model.intercept,
                     legacy_lambda_jacobian=legacy_lambda_jacobian, seed=seed if not isinstance(seed, torch.Generator) else None)
     init_t = None
     if isinstance(init, str):
@@ -518,8 +591,9 @@ def fit_copula_posterior(
         diagnostics = dict(elbo=h.elbo, elbo_ma=h.elbo_ma, iterations=h.iterations, converged=h.converged,
                            averaged_over=h.averaged_over, seconds=h.seconds)
         settings.update(res.settings)
-        return CopulaPosterior(prior=prior, inference="vi", p=model.p, names=model.names, theta=theta, q=res.q,
-                               nu=model.nu, tau2_fixed=model.tau2, diagnostics=diagnostics, settings=settings)
+        return CopulaPosterior(prior=prior, inference="vi", p=model.n_features, names=model.names, theta=theta,
+                               q=res.q, nu=model.nu, tau2_fixed=model.tau2, diagnostics=diagnostics,
+                               settings=settings, intercept=model.intercept)
 
     if init_t is not None:
         start = init_t.expand(num_chains, -1)
@@ -535,6 +609,6 @@ def fit_copula_posterior(
     diagnostics = dict(rhat=res.rhat["theta"], ess_bulk=res.ess_bulk["theta"], divergences=res.divergences,
                        acceptance_rate=res.acceptance_rate, step_size=res.step_size, seconds=res.seconds)
     settings.update(res.settings)
-    return CopulaPosterior(prior=prior, inference="nuts", p=model.p, names=model.names,
+    return CopulaPosterior(prior=prior, inference="nuts", p=model.n_features, names=model.names,
                            theta=draws.reshape(-1, dim), theta_by_chain=draws, nu=model.nu, tau2_fixed=model.tau2,
-                           diagnostics=diagnostics, settings=settings)
+                           diagnostics=diagnostics, settings=settings, intercept=model.intercept)

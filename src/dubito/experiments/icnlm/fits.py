@@ -40,7 +40,8 @@ def _run_icnlm(d: _Data, s: dict, device: str, progress: bool, random_state: int
     post = dict(s[f"posterior_{d.kind}"])
     post_device = post.pop("device", device)  # posteriors may run on the CPU beside a GPU network
     net = _net_kwargs(s, d)
-    common = dict(post, device=device, random_state=random_state, progress=progress)
+    # the paper's copula has no intercept (section 3.3); the estimator's default adds a random one
+    common = dict(post, intercept=False, device=device, random_state=random_state, progress=progress)
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
