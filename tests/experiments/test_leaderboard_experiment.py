@@ -51,6 +51,25 @@ def test_a_default_and_a_tuned_cell(uci_dir, monkeypatch):
     assert np.isfinite(tuned.variants["ensemble-tuned"]["nll"]) and np.isfinite(tuned.info["tuning_nll"])
 
 
+@pytest.mark.filterwarnings("ignore::dubito.inference.diagnostics.ConvergenceWarning")  # short VI runs
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # dead ReLU units of a 2-epoch network
+def test_the_papers_icnlm_row_is_the_estimator_without_the_random_intercept(uci_dir, monkeypatch):
+    from dubito.data import load
+    from dubito.methods import get_method
+    from dubito.metrics import regression_summary
+
+    monkeypatch.setattr(common, "_availability", {})
+    fast = {"overrides": {"epochs": 2, "vi_max_iter": 300, "vi_min_iter": 100, "n_draws": 50}}
+    paper = lb.run_cell(Cell("leaderboard", "t", "yacht", "icnlm-paper", 0, 0, fast)).variants["icnlm-paper"]
+    default = lb.run_cell(Cell("leaderboard", "t", "yacht", "icnlm", 0, 0, fast)).variants["icnlm"]
+    X_tr, y_tr, X_te, y_te = load("yacht").split(0)
+    est = get_method("icnlm").make(random_state=network_seed(0, 0), progress=False, intercept=False,
+                                   **fast["overrides"])
+    direct = regression_summary(est.fit(X_tr, y_tr).predict_distribution(X_te), y_te)
+    assert paper["nll"] == pytest.approx(direct["nll"], rel=1e-12)
+    assert abs(default["nll"] - paper["nll"]) > 1e-3  # the default row is another model (the check can fail)
+
+
 def _row(dataset, method, nll, coverage=0.95, seconds=1.0):
     metrics = dict(nll=nll, coverage_95=coverage, fit_seconds=seconds, predict_seconds=0.0)
     return SimpleNamespace(dataset=dataset, variants={method: metrics})
