@@ -27,6 +27,15 @@ from _common import Printer, header, one_thread_env, torch_one_thread  # noqa: E
 one_thread_env()
 
 
+def skewed_case(rows: int):
+    """(X, y): x ~ U(-2, 2)^3, y = sin(x0) + 0.5 x1 + a centred lognormal(0, 0.75) noise (seed 0)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (rows, 3))
+    return X, np.sin(X[:, 0]) + 0.5 * X[:, 1] + rng.lognormal(0, 0.75, rows) - np.exp(0.75**2 / 2)
+
+
 def main(argv=None) -> None:
     import numpy as np
     from scipy.special import ndtri
@@ -41,9 +50,7 @@ def main(argv=None) -> None:
     torch = torch_one_thread()
     out = Printer(args.out)
     out(header(torch, "cpu"))
-    rng = np.random.default_rng(0)
-    X = rng.uniform(-2, 2, (args.rows, 3))
-    y = np.sin(X[:, 0]) + 0.5 * X[:, 1] + rng.lognormal(0, 0.75, args.rows) - np.exp(0.75**2 / 2)
+    X, y = skewed_case(args.rows)
     for settings in ({}, {"activation": "tanh"}):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # dead-unit notices of the ReLU features
