@@ -70,6 +70,24 @@ def test_the_papers_icnlm_row_is_the_estimator_without_the_random_intercept(uci_
     assert abs(default["nll"] - paper["nll"]) > 1e-3  # the default row is another model (the check can fail)
 
 
+def test_the_paper_budget_rows_train_with_the_icnlm_papers_rate_and_cap(uci_dir, monkeypatch):
+    monkeypatch.setattr(common, "_availability", {})
+    built, real = [], lb.get_method
+
+    class Spy:  # records the estimators that run_cell makes
+        def __init__(self, name):
+            self.method = real(name)
+
+        def make(self, **kw):
+            built.append(self.method.make(**kw))
+            return built[-1]
+
+    monkeypatch.setattr(lb, "get_method", Spy)
+    lb.run_cell(Cell("leaderboard", "t", "yacht", "deterministic-paper", 0, 0, {}))
+    lb.run_cell(Cell("leaderboard", "t", "yacht", "deterministic", 0, 0, {}))
+    assert [(e.lr, e.epochs) for e in built] == [(2.5e-4, 60), (1e-3, 500)]
+
+
 def _row(dataset, method, nll, coverage=0.95, seconds=1.0):
     metrics = dict(nll=nll, coverage_95=coverage, fit_seconds=seconds, predict_seconds=0.0)
     return SimpleNamespace(dataset=dataset, variants={method: metrics})

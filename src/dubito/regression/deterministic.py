@@ -42,10 +42,15 @@ loaded shared 2-core machine (H100 GPU: 2.8 s); prediction (float64) 1.3-3 ms pe
 the residual pass after training adds 0.5-1 minute at 20,000 frames. Holding 20,000 frames costs 0.66 GB per float64 copy of X (fit keeps X and its
 standardised copy, plus a float32 copy for training).
 
-Defaults (all baselines): Adam with lr 2.5e-4, batch size 32 and 60 epochs are the
-benchmarks' Keras settings (spec §2.2/§3.3 [C]); hidden widths (100, 50, 10) are PilotNet's
-dense tail (Bojarski et al. 2016; spec §2.2 [C]) without its 1164-unit layer, which sits on
-the convolutional trunk we do not have for tabular inputs; ReLU as in the paper [P].
+Defaults: batch size 32 is the benchmarks' Keras setting (spec §2.2/§3.3 [C]); their Adam rate
+2.5e-4 and 60 epochs under-train a tabular MLP (nearly every leaderboard cell stopped at that cap),
+so `DeterministicRegressor` and `MCDropoutRegressor` default to 1e-3 and at most 500 epochs,
+stopped early on held-out rows (benchmarks/mlp_budget.py); the icnlm experiment passes the
+benchmarks' settings. `ImplicitCopulaRegressor` keeps 2.5e-4 / 60 (its copula is fitted on the
+network's own training rows, and a longer fit made it overconfident on concrete). Hidden widths
+(100, 50, 10) are PilotNet's dense tail (Bojarski et al. 2016; spec §2.2 [C]) without its
+1164-unit layer, which sits on the convolutional trunk we do not have for tabular inputs; ReLU as
+in the paper [P].
 """
 
 from __future__ import annotations
@@ -379,16 +384,21 @@ class DeterministicRegressor(_MLPRegressor):
         convolutions.
     activation : {"relu", "tanh", "gelu", "silu"}, default "relu"
         The paper's ReLU [P].
-    lr : float, default 2.5e-4
-        Adam learning rate of the benchmarks (spec §2.2/§3.3 [C]).
+    lr : float, default 1e-3
+        Adam learning rate; the benchmarks' 2.5e-4 (spec §2.2/§3.3 [C]) is what the icnlm
+        experiment passes. Chosen with ``epochs`` on validation rows (benchmarks/mlp_budget.py,
+        docs/results/mlp-budget.md: 2.5e-4 / 60 stopped at the cap on concrete, energy and yacht and
+        lost there, e.g. energy NLL 2.31 against 0.84; boston tied).
     weight_decay : float, default 0.0
         Coupled L2 (torch convention: loss + weight_decay/2 ||theta||^2); none is given for
         this benchmark.
     batch_size : int, default 32
         Spec §2.2 [C]. More rows than are trained on: refused with a held-out share,
         one full batch when validation_fraction=0.
-    epochs : int, default 60
-        "up to 60 epochs" (spec §2.2 [C]; the authors stopped by eye on validation loss).
+    epochs : int, default 500
+        The cap of validated fitting (the deep ensemble's; the held-out rule stopped the fits of
+        benchmarks/mlp_budget.py at mean best epochs 18-158); the benchmarks' "up to 60 epochs" (spec §2.2 [C];
+        the authors stopped by eye on validation loss) is what the icnlm experiment passes.
     device : str, default "cpu"
     random_state : None, int or numpy RandomState, default None
         Seeds initialisation and mini-batch order.
@@ -434,8 +444,8 @@ class DeterministicRegressor(_MLPRegressor):
         "hidden": Choice([(50,), (100,), (100, 50, 10)]),
     }
 
-    def __init__(self, hidden=(100, 50, 10), activation="relu", lr=2.5e-4, weight_decay=0.0, batch_size=32,
-                 epochs=60, device="cpu", random_state=None, progress=True, network="mlp", image_shape=None,
+    def __init__(self, hidden=(100, 50, 10), activation="relu", lr=1e-3, weight_decay=0.0, batch_size=32,
+                 epochs=500, device="cpu", random_state=None, progress=True, network="mlp", image_shape=None,
                  optimizer="adam", momentum=0.9,
                  validation_fraction=DEFAULT_VALIDATION_FRACTION, patience=DEFAULT_PATIENCE):
         self.optimizer = optimizer

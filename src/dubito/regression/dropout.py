@@ -88,16 +88,21 @@ class MCDropoutRegressor(_MLPRegressor):
         PilotNet's dense tail (spec §2.2 [C]); at least one hidden layer (dropout acts on them).
     activation : default "relu"
         The paper's ReLU [P].
-    lr : float, default 2.5e-4
-        Adam learning rate (spec §3.3 [C]).
+    lr : float, default 1e-3
+        Adam learning rate; the benchmark's 2.5e-4 (spec §3.3 [C]) is what the icnlm experiment
+        passes. Chosen with ``epochs`` on validation rows (benchmarks/mlp_budget.py,
+        docs/results/mlp-budget.md: 2.5e-4 / 60 stopped at the cap on concrete, energy and yacht and
+        lost there, e.g. energy NLL 2.39 against 1.36, yacht 2.94 against 2.07; boston tied).
     weight_decay : float, default 2e-6
         Coupled L2 in torch's convention (loss + weight_decay/2 ||theta||^2): the benchmark's
         Keras ``l2(1e-6)`` on weights and biases (loss + 1e-6 ||theta||^2; spec §3.3 [C]).
     batch_size : int, default 32
         Spec §2.2 [C]. More rows than are trained on: refused with a held-out share,
         one full batch when validation_fraction=0.
-    epochs : int, default 60
-        Spec §2.2 [C] ("up to 60").
+    epochs : int, default 500
+        The cap of validated fitting (the deep ensemble's; the held-out rule stopped the fits of
+        benchmarks/mlp_budget.py at mean best epochs 28-159); the benchmark's "up to 60" (spec §2.2 [C]) is
+        what the icnlm experiment passes.
     device : str, default "cpu"
     random_state : None, int or numpy RandomState, default None
         Seeds initialisation, mini-batch order, training masks and the prediction masks.
@@ -137,7 +142,7 @@ class MCDropoutRegressor(_MLPRegressor):
     }
 
     def __init__(self, dropout=0.05, n_samples=1000, noise="residual", hidden=(100, 50, 10), activation="relu",
-                 lr=2.5e-4, weight_decay=2e-6, batch_size=32, epochs=60, device="cpu", random_state=None,
+                 lr=1e-3, weight_decay=2e-6, batch_size=32, epochs=500, device="cpu", random_state=None,
                  progress=True, network="mlp", image_shape=None,
                  validation_fraction=DEFAULT_VALIDATION_FRACTION, patience=DEFAULT_PATIENCE):
         self.dropout = dropout
