@@ -288,7 +288,7 @@ What the cells say (means over all stored splits; the tables below are computed 
   copula ties its latent noise to the norm of the features and over-disperses; with the intercept
   the `icnlm` row against `icnlm-paper` (20 splits each): boston 2.58 vs 2.85 (RMSE 3.43 vs 4.37),
   concrete 3.22 vs 3.47, energy 2.05 vs 2.45, yacht 1.75 vs 2.46 (RMSE 2.95 vs 6.09), kin8nm -1.11
-  on 6 splits vs -0.89; coverage 0.90-0.95 (0.92-0.96 before). (2) The deterministic net and MC
+  on 6 splits vs -0.89; coverage 0.90-0.95 (0.93-0.96 before). (2) The deterministic net and MC
   dropout now train with Adam 1e-3 to a cap of 500 epochs instead of the IC-NLM paper's 2.5e-4 /
   60, at which nearly every cell had stopped (docs/results/mlp-budget.md). Against the `-paper`
   rows: the deterministic net boston 2.66 vs 2.74, concrete 3.12 vs 3.25, energy 0.89 vs 2.30 (RMSE
