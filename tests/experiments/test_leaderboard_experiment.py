@@ -93,16 +93,24 @@ def _row(dataset, method, nll, coverage=0.95, seconds=1.0):
     return SimpleNamespace(dataset=dataset, variants={method: metrics})
 
 
+def test_the_mdn_on_wine_is_shown_but_neither_counted_nor_best():
+    rows = [_row("wine", "mdn", -2.1), _row("wine", "ensemble", 0.92)]
+    lines = lb.report_sections(rows, lb.EXPERIMENT.presets["defaults"])
+    wine = next(line for line in lines if line.startswith("| wine |"))
+    assert "-2.1" in wine and "†" in wine and wine.rstrip(" |").endswith("ensemble")
+    assert any("mdn 0/9" in line for line in lines)
+
+
 def test_report_counts_targets_met_by_one_method():
     """A method at or below the target NLL on 6 sets meets the bar; means are over its splits
     (yacht: (-0.3 + -0.1) / 2 = -0.2 > -0.21, so not met there)."""
     rows = [_row(d, "ensemble", lb.TARGET_NLL[d] - 0.01) for d in ("boston", "concrete", "energy", "kin8nm",
                                                                     "naval", "power")]
-    rows += [_row("yacht", "ensemble", -0.3), _row("yacht", "ensemble", -0.1), _row("wine", "mdn", 0.5)]
+    rows += [_row("yacht", "ensemble", -0.3), _row("yacht", "ensemble", -0.1), _row("protein", "mdn", 2.1)]
     text = "\n".join(lb.report_sections(rows, E.preset("paper")))
     assert "ensemble 6/9" in text and "mdn 1/9" in text and "The bar is 6 of 9 for one method: met." in text
     assert "| yacht | -0.21 | -0.2 (n=2) | — | ensemble |" in text
-    assert "| wine | 0.89 | — | **0.5 (n=1)** | mdn |" in text
+    assert "| protein | 2.63 | — | **2.1 (n=1)** | mdn |" in text
     rows = rows[1:]
     assert "not met" in "\n".join(lb.report_sections(rows, E.preset("paper")))
 
