@@ -56,13 +56,16 @@ def test_nuts_diagnostics_are_the_traces_statistics(nuts_fit):
     theta = post.theta_by_chain.reshape(C * S, dim)
     rows = d["monitor_rows"]
     assert len(rows) == 20 and rows[0] == 0 and rows[-1] == len(z) - 1
-    s = copula_scales(torch_f64(psi[rows]), post._prior_variances(theta)).numpy()      # (J, rows)
-    m = s * (theta[:, :post.p].numpy() @ psi[rows].T)
+    # the default model has the random intercept: its column of ones joins psi (post.design)
+    X = post.design(torch_f64(psi)).numpy()
+    assert post.intercept and X.shape[1] == post.n_coef == post.p + 1
+    s = copula_scales(torch_f64(X[rows]), post._prior_variances(theta)).numpy()        # (J, rows)
+    m = s * (theta[:, :post.n_coef].numpy() @ X[rows].T)
     mean_oracle = np.exp(m + 0.5 * s**2).reshape(C, S, -1)                                # E[exp Z]
     _, trace = est._monitor_mean_trace()
     np.testing.assert_allclose(trace, mean_oracle, rtol=1e-10)
-    s_all = copula_scales(torch_f64(psi), post._prior_variances(theta)).numpy()
-    m_all = s_all * (theta[:, :post.p].numpy() @ psi.T)
+    s_all = copula_scales(torch_f64(X), post._prior_variances(theta)).numpy()
+    m_all = s_all * (theta[:, :post.n_coef].numpy() @ X.T)
     ll_oracle = stats.norm.logpdf(z[None, :], m_all, s_all).mean(1).reshape(C, S)
     np.testing.assert_allclose(est.loglik_trace_, ll_oracle, rtol=1e-10)
     assert d["rhat_mean"] == pytest.approx(np.max(split_rhat(mean_oracle)), rel=1e-8)
