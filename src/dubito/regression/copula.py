@@ -53,8 +53,9 @@ Three ways to get psi (``feature_source_``):
   device) or DataLoaders. The features must be 2-D (batch, p): hook a layer after the flatten.
 
 Wrapped features: ``wrap`` drops the units that are constant on its X (dead ReLUs; warned,
-``dead_features_``, and dropped again at prediction) and by default appends one constant unit
-(``constant_feature=True``, the spec's §7.11 optional constant column, a deviation from the paper);
+``dead_features_``, and dropped again at prediction); without the random intercept
+(``intercept=False``) it appends one constant unit by default (``constant_feature``, the spec's §7.11
+optional constant column, a deviation from the paper), which the intercept supersedes;
 `dubito.regression.copula_features` gives the reasons and the measurements. Wrap on held-out rows
 where you can.
 
