@@ -1,6 +1,7 @@
 """Helpers shared by the benchmark scripts: one thread, the machine line, the printer behind
-``--out``, progress on stderr and median timings. The scripts import it as ``_common`` (their
-folder is on ``sys.path`` when run as ``python benchmarks/x.py``; each also adds it, for imports
+``--out``, progress on stderr, median timings and the validation rows of a standard split. The
+scripts import it as ``_common`` (their folder is on ``sys.path`` when run as ``python
+benchmarks/x.py``; each also adds it, for imports
 by path)."""
 
 from __future__ import annotations
@@ -25,6 +26,17 @@ def torch_one_thread(force: bool = True):
     if force or "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(1)
     return torch
+
+
+def validation_rows(n: int, split: int):
+    """(fit rows, validation rows) of a standard split's n training rows: a random order seeded by
+    (split, 24), its first 80 % and the rest. The choices of the validation benchmarks use these rows,
+    never the split's test rows."""
+    import numpy as np
+
+    order = np.random.default_rng([split, 24]).permutation(n)
+    cut = int(round(0.8 * n))
+    return order[:cut], order[cut:]
 
 
 def header(torch=None, device: str | None = None) -> str:

@@ -24,7 +24,14 @@ import time
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common, also when imported by path
-from _common import Printer, header, one_thread_env, progress, torch_one_thread  # noqa: E402
+from _common import (  # noqa: E402
+    Printer,
+    header,
+    one_thread_env,
+    progress,
+    torch_one_thread,
+    validation_rows,
+)
 
 one_thread_env()
 
@@ -57,9 +64,7 @@ def main(argv=None) -> None:
             rows = {label: [] for label in BUDGETS}
             for split in range(args.splits):
                 X, y, _, _ = ds.split(split)
-                order = np.random.default_rng([split, 24]).permutation(len(y))
-                cut = int(round(0.8 * len(y)))
-                fit_rows, val_rows = order[:cut], order[cut:]
+                fit_rows, val_rows = validation_rows(len(y), split)
                 for label, budget in BUDGETS.items():
                     progress(f"{name} split {split} {method} {label}")
                     est = get_method(method).make(random_state=split, progress=False, **budget)
@@ -70,7 +75,7 @@ def main(argv=None) -> None:
                     secs = time.perf_counter() - t0
                     pred = est.predict_distribution(X[val_rows])
                     rows[label].append((float(np.mean(nll(pred, y[val_rows]))),
-                                        float(np.sqrt(np.mean((est.predict(X[val_rows]) - y[val_rows]) ** 2))),
+                                        float(np.sqrt(np.mean((pred.mean - y[val_rows]) ** 2))),
                                         float(est.stopped_by_ == "cap"), float(est.best_epoch_), secs))
             for label, vals in rows.items():
                 m = np.mean(np.array(vals, dtype=np.float64), axis=0)

@@ -19,7 +19,14 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common, also when imported by path
-from _common import Printer, header, one_thread_env, progress, torch_one_thread  # noqa: E402
+from _common import (  # noqa: E402
+    Printer,
+    header,
+    one_thread_env,
+    progress,
+    torch_one_thread,
+    validation_rows,
+)
 
 one_thread_env()
 
@@ -52,9 +59,7 @@ def main(argv=None) -> None:
         scores = {lr: [] for lr in args.lrs}
         for split in range(args.splits):
             X, y, _, _ = ds.split(split)
-            order = np.random.default_rng([split, 24]).permutation(len(y))
-            cut = int(round(0.8 * len(y)))
-            fit_rows, val_rows = order[:cut], order[cut:]
+            fit_rows, val_rows = validation_rows(len(y), split)
             for lr in args.lrs:
                 progress(f"{name} split {split} lr {lr:g}")
                 est = DeepEnsembleRegressor(
