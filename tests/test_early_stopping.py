@@ -8,12 +8,19 @@ import pytest
 import torch
 
 from dubito.early_stopping import (
+    AUTO_CAP_STEPS,
+    AUTO_PATIENCE_STEPS,
+    DEFAULT_EPOCHS,
+    DEFAULT_PATIENCE,
     EarlyStopping,
     best_copy,
+    check_epochs,
     check_patience,
     check_validation_fraction,
     copy_best_members,
     holdout_split,
+    resolve_budget,
+    steps_per_epoch,
 )
 from dubito.nn.batched import BatchedGaussianMLP
 
@@ -71,6 +78,49 @@ def test_check_patience():
     for bad in (0, -1, 2.5, "3"):
         with pytest.raises(ValueError, match="patience"):
             check_patience(bad)
+
+
+def test_check_patience_and_epochs_take_auto_only_where_allowed():
+    assert check_patience("auto", allow_auto=True) == "auto"
+    assert check_epochs("auto", allow_auto=True) == "auto" and check_epochs(7) == 7
+    for check, name in ((check_patience, "patience"), (check_epochs, "epochs")):
+        with pytest.raises(ValueError, match=name):
+            check("auto")
+        for bad in ("Auto", "steps", 0, 1.5):
+            with pytest.raises(ValueError, match=name):
+                check(bad, allow_auto=True)
+
+
+@pytest.mark.parametrize("n, batch", [(1, 64), (63, 64), (64, 64), (65, 64), (249, 64), (5972, 64), (100, 1)])
+def test_steps_per_epoch_counts_the_last_short_batch(n, batch):
+    assert steps_per_epoch(n, batch) == len(range(0, n, min(batch, n)))
+
+
+@pytest.mark.parametrize("n, batch", [(30, 64), (249, 64), (409, 64), (1165, 64), (5972, 64), (40000, 64), (300, 8)])
+def test_resolve_budget_auto_is_the_longer_of_epochs_and_steps(n, batch):
+    """Brute force: the smallest whole number of epochs with at least the step budget, or the epoch
+    default, whichever is larger; integers pass through; no held-out rows: the epoch cap."""
+    steps = len(range(0, n, min(batch, n)))
+
+    def epochs_for(target):
+        e = 1
+        while e * steps < target:
+            e += 1
+        return e
+
+    patience, epochs = resolve_budget("auto", "auto", n, batch, held_out=True)
+    assert patience == max(DEFAULT_PATIENCE, epochs_for(AUTO_PATIENCE_STEPS))
+    assert epochs == max(DEFAULT_EPOCHS, epochs_for(AUTO_CAP_STEPS))
+    assert patience * steps >= AUTO_PATIENCE_STEPS and epochs * steps >= AUTO_CAP_STEPS
+    assert resolve_budget("auto", "auto", n, batch, held_out=False)[1] == DEFAULT_EPOCHS
+    assert resolve_budget(7, 9, n, batch, held_out=True) == (7, 9)
+
+
+def test_resolve_budget_keeps_the_epoch_defaults_on_large_sets():
+    # kin8nm's standard training rows less the held-out tenth: 94 steps an epoch at batch 64
+    assert resolve_budget("auto", "auto", 5972, 64, held_out=True) == (DEFAULT_PATIENCE, DEFAULT_EPOCHS)
+    # yacht's: 249 rows, 4 steps an epoch
+    assert resolve_budget("auto", "auto", 249, 64, held_out=True) == (250, 5000)
 
 
 def _reference(losses: np.ndarray, patience: int):

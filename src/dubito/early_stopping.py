@@ -17,6 +17,14 @@ Defaults and their sources:
   (``n_iter_no_change``); held-out NLL on a few dozen rows (diabetes: 40) is noisy, and 20
   restored a better state than 10 on diabetes and the small UCI sets (docs/design.md).
 
+Budgets counted in optimiser steps (``patience="auto"``, ``epochs="auto"``; the deep ensemble's
+defaults): on a small set an epoch is a handful of steps (yacht's 177 training rows at batch 64:
+3), so 20 epochs of patience and a 500-epoch cap stop networks that are still improving. "auto"
+resolves, once the training rows are known, to whichever is longer of the epoch default and
+``AUTO_PATIENCE_STEPS = 1000`` / ``AUTO_CAP_STEPS = 20000`` optimiser steps; sets of a few
+thousand rows (kin8nm and larger: about 90 steps an epoch) keep 20 and 500. Chosen on validation
+rows (benchmarks/ensemble_budget.py, docs/results/ensemble-budget.md).
+
 The held-out rows are drawn with their own random stream (`holdout_split`), so they do not
 change the networks' initialisation or mini-batch order.
 """
@@ -32,21 +40,31 @@ import torch
 from dubito._validation import check_float, check_int
 
 __all__ = [
+    "AUTO_CAP_STEPS",
+    "AUTO_PATIENCE_STEPS",
+    "DEFAULT_EPOCHS",
     "DEFAULT_PATIENCE",
     "DEFAULT_VALIDATION_FRACTION",
     "STOPPED_BY",
     "EarlyStopping",
     "best_copy",
+    "check_epochs",
     "check_patience",
     "check_training_target",
     "check_validation_fraction",
     "copy_best_members",
     "holdout_split",
     "regression_holdout",
+    "resolve_budget",
+    "steps_per_epoch",
 ]
 
 DEFAULT_VALIDATION_FRACTION = 0.1
 DEFAULT_PATIENCE = 20
+#: The epoch cap that "auto" starts from (the deep ensemble's default before "auto").
+DEFAULT_EPOCHS = 500
+AUTO_PATIENCE_STEPS = 1000
+AUTO_CAP_STEPS = 20000
 
 #: Why training ended: "patience" (every unit went ``patience`` epochs without improving its
 #: held-out NLL), "cap" (the epoch cap came first, or there was no held-out share) or "min_lr"
@@ -66,9 +84,40 @@ def check_validation_fraction(value) -> float:
     return fraction
 
 
-def check_patience(value) -> int:
-    """``patience``: epochs without a better held-out NLL before a unit stops (>= 1)."""
+def check_patience(value, *, allow_auto: bool = False) -> int | str:
+    """``patience``: epochs without a better held-out NLL before a unit stops (>= 1), or "auto"
+    where the estimator counts it in steps (`resolve_budget`)."""
+    if allow_auto and isinstance(value, str) and value == "auto":
+        return value
     return check_int(value, "patience", min_value=1)
+
+
+def check_epochs(value, *, allow_auto: bool = False) -> int | str:
+    """``epochs``: the epoch cap (>= 1), or "auto" where the estimator counts it in steps."""
+    if allow_auto and isinstance(value, str) and value == "auto":
+        return value
+    return check_int(value, "epochs", min_value=1)
+
+
+def steps_per_epoch(n_rows: int, batch_size: int) -> int:
+    """Optimiser steps in one epoch: ceil(n_rows / batch_size), the last batch possibly smaller."""
+    return max(1, math.ceil(n_rows / max(1, min(batch_size, n_rows))))
+
+
+def resolve_budget(patience, epochs, n_rows: int, batch_size: int, *, held_out: bool) -> tuple[int, int]:
+    """(patience, epochs) in epochs, with "auto" counted in optimiser steps as well.
+
+    patience "auto" = max(DEFAULT_PATIENCE, ceil(AUTO_PATIENCE_STEPS / s)); epochs "auto" =
+    max(DEFAULT_EPOCHS, ceil(AUTO_CAP_STEPS / s)) with held-out rows, DEFAULT_EPOCHS without (no
+    rule would stop a fixed-length fit), where s = `steps_per_epoch` (n_rows, batch_size).
+    Integers pass through.
+    """
+    steps = steps_per_epoch(n_rows, batch_size)
+    if patience == "auto":
+        patience = max(DEFAULT_PATIENCE, math.ceil(AUTO_PATIENCE_STEPS / steps))
+    if epochs == "auto":
+        epochs = max(DEFAULT_EPOCHS, math.ceil(AUTO_CAP_STEPS / steps)) if held_out else DEFAULT_EPOCHS
+    return int(patience), int(epochs)
 
 
 def holdout_split(n: int, fraction: float, seed: int, *, batch_size: int | None = None,

@@ -34,7 +34,8 @@ def test_round_trip_gives_identical_predictions(model_and_data, tmp_path):
         a, b = est.predict_distribution(Xq, correction=corr), back.predict_distribution(Xq, correction=corr)
         for attr in ("means", "variances", "noise_variances"):
             np.testing.assert_array_equal(getattr(a, attr), getattr(b, attr))
-    for attr in ("lambda_prior_", "weight_decay_", "n_train_", "y_mean_", "y_scale_", "n_features_in_"):
+    for attr in ("lambda_prior_", "weight_decay_", "n_train_", "y_mean_", "y_scale_", "n_features_in_", "epochs_",
+                 "patience_"):
         assert getattr(back, attr) == getattr(est, attr)
     np.testing.assert_array_equal(back.loss_curve_, est.loss_curve_)
     # the file is safetensors with JSON settings, not a pickle
@@ -123,6 +124,26 @@ def test_is_a_dubito_regressor():
     from dubito._estimator import DubitoRegressor
 
     assert isinstance(DeepEnsembleRegressor(), DubitoRegressor)
+
+
+def test_auto_budget_is_resolved_and_saved(tmp_path):
+    """patience / epochs "auto" resolve from the rows trained on (70 of 78 at batch 16: 5 steps an
+    epoch, patience 200, cap 4000), and the file keeps what the fit used; a file of a version
+    before "auto" reads the constructor's integers."""
+    X, y, _ = toy2(n=78, seed=0)
+    est = DeepEnsembleRegressor(n_members=2, hidden=(4,), batch_size=16, lr=1e-1, progress=False,
+                                random_state=0).fit(X, y)
+    assert (est.n_train_, est.patience_, est.epochs_) == (70, 200, 4000)
+    assert est.loss_curve_.shape[0] <= 4000 and est.stopped_by_ == "patience"
+    path = tmp_path / "auto.safetensors"
+    est.save(path)
+    back = DeepEnsembleRegressor.load(path)
+    assert (back.patience_, back.epochs_, back.get_params()["epochs"]) == (200, 4000, "auto")
+    old = DeepEnsembleRegressor(n_members=2, hidden=(4,), epochs=3, patience=5, progress=False,
+                                random_state=0).fit(X, y)
+    old.save(path)
+    rewrite_as_older(path, "DeepEnsembleRegressor", drop_fitted=("epochs", "patience"))
+    assert (DeepEnsembleRegressor.load(path).patience_, DeepEnsembleRegressor.load(path).epochs_) == (5, 3)
 
 
 @pytest.mark.parametrize("era", ["before the estimator base", "before validated fitting"])

@@ -4,9 +4,11 @@
 (`dubito._estimator.DubitoEstimator` writes them as one safetensors file with JSON settings, no
 pickle): the members' stacked weights (``net.*``), ``gammas``, the scaling, ``loss_curve`` and
 ``validation_curve`` as tensors; the constructor settings and the fitted record (the common and
-training records, ``lambda_prior``, ``weight_decay``, ``variance_scale``) as JSON. Files of older
+training records, ``lambda_prior``, ``weight_decay``, ``variance_scale``, the resolved ``epochs`` and
+``patience``) as JSON. Files of older
 versions hold y_mean / y_scale in ``fitted``; before validated fitting they have no held-out record
-(every member ran to the cap) and before variance scaling no ``variance_scale`` (1).
+(every member ran to the cap), before variance scaling no ``variance_scale`` (1), and before
+"auto" budgets no resolved ``epochs`` / ``patience`` (the constructor's integers).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ def ensemble_state(est) -> tuple[dict, dict]:
     ``gammas``, the scaling, ``loss_curve``, ``validation_curve``; settings ``params`` and ``fitted``
     (the common and training records, lambda_prior, weight_decay, variance_scale)."""
     fitted = dict(est._common_fitted(), **est._training_fitted(), lambda_prior=est.lambda_prior_,
-                  weight_decay=est.weight_decay_, variance_scale=est.variance_scale_)
+                  weight_decay=est.weight_decay_, variance_scale=est.variance_scale_,
+                  epochs=est.epochs_, patience=est.patience_)
     tensors = {f"net.{k}": v for k, v in est.net_.state_dict().items()}
     tensors["gammas"] = torch.as_tensor(est.gammas_, dtype=torch.float64)
     tensors.update(est._scaling_tensors())
@@ -57,6 +60,9 @@ def ensemble_from_state(cls, tensors, settings, *, device=None):
     est.weight_decay_ = fitted_number(fitted, "weight_decay", nonnegative=True)
     est.variance_scale_ = fitted_number(fitted, "variance_scale", default=1.0, positive=True)  # files before variance scaling: 1
     est._restore_training(fitted, tensors, len(est.loss_curve_), n_units=L)
+    # files before "auto" budgets: the constructor's integers
+    est.epochs_ = int(fitted_number(fitted, "epochs", default=s["epochs"], positive=True))
+    est.patience_ = int(fitted_number(fitted, "patience", default=s["patience"], positive=True))
     if not (est.gammas_.shape == (L,) and est.best_epoch_.shape == (L,)
             and est.validation_curve_.ndim == 2 and est.validation_curve_.shape[1] == L):
         raise RuntimeError("inconsistent tensor shapes")
