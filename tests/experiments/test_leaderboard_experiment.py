@@ -88,6 +88,18 @@ def test_the_paper_budget_rows_train_with_the_icnlm_papers_rate_and_cap(uci_dir,
     assert [(e.lr, e.epochs) for e in built] == [(2.5e-4, 60), (1e-3, 500)]
 
 
+def test_the_epoch_budget_row_is_the_ensemble_before_auto():
+    """``ensemble-epochs`` keeps the budget the ensemble had before "auto": 20 epochs of patience, a
+    500-epoch cap, which "auto" resolves to on sets of thousands of rows."""
+    from dubito.early_stopping import resolve_budget
+
+    before = lb.get_method("ensemble").make(**lb.OVERRIDES["ensemble-epochs"])
+    now = lb.get_method("ensemble").make()
+    assert (before.patience, before.epochs) == (20, 500) and (now.patience, now.epochs) == ("auto", "auto")
+    assert resolve_budget("auto", "auto", 6635, now.batch_size, held_out=True) == (20, 500)  # kin8nm
+    assert "ensemble-epochs" in lb.FAST and lb.METHODS["ensemble-epochs"] == ("ensemble", False)
+
+
 def _row(dataset, method, nll, coverage=0.95, seconds=1.0):
     metrics = dict(nll=nll, coverage_95=coverage, fit_seconds=seconds, predict_seconds=0.0)
     return SimpleNamespace(dataset=dataset, variants={method: metrics})
