@@ -1,7 +1,7 @@
 """The deep ensemble's training budget counted in optimiser steps, chosen on validation rows (issue 19).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/ensemble_budget.py [--datasets boston concrete energy
-        wine yacht kin8nm] [--splits 3] [--diabetes 10] [--out FILE]
+        wine yacht kin8nm] [--splits 3] [--diabetes 10] [--methods ensemble] [--out FILE]
 
 `DeepEnsembleRegressor` stops each member on its held-out NLL. With a patience of 20 epochs and a
 cap of 500, the budget before "auto", a small set stops early: yacht's training rows make 3-4
@@ -15,6 +15,10 @@ Printed per (set, budget): mean validation NLL, RMSE and coverage of the 95 % in
 members' fits that ended at the cap, the patience and cap used, the mean best epoch and the fit
 seconds. Then the README example's claim: test coverage@95 and NLL of the defaults on diabetes
 splits 0..``--diabetes``-1. A check, not a timed test; about 15 min on one thread.
+
+``--methods`` runs the same comparison for other `dubito.methods` regressors that train an
+`_MLPRegressor` (deterministic, mc-dropout, mdn): their epoch budget is their own default cap with
+a patience of 20, against "auto" (the 10-member row is the ensemble's only).
 """
 
 from __future__ import annotations
@@ -44,25 +48,35 @@ BUDGETS = {
 }
 
 
+def budgets(method: str, default_epochs) -> dict[str, dict]:
+    """The budgets compared for ``method``: `BUDGETS` for the ensemble (whose default is "auto");
+    for the others their own epoch cap with a patience of 20, against "auto"."""
+    if method == "ensemble":
+        return BUDGETS
+    return {f"epochs (patience 20, cap {default_epochs})": dict(patience=20, epochs=default_epochs),
+            "steps (auto: 1,000 / 20,000)": dict(patience="auto", epochs="auto")}
+
+
 def main(argv=None) -> None:
     import numpy as np
 
     from dubito.data import load
+    from dubito.methods import get_method
     from dubito.metrics import coverage, nll
-    from dubito.regression import DeepEnsembleRegressor
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--datasets", nargs="*", default=["boston", "concrete", "energy", "wine", "yacht", "kin8nm"])
     ap.add_argument("--splits", type=int, default=3, help="first standard splits per set")
     ap.add_argument("--diabetes", type=int, default=10, help="diabetes test splits for the README's claim (0: skip)")
+    ap.add_argument("--methods", nargs="*", default=["ensemble"], help="dubito.methods regressors")
     ap.add_argument("--out", default=None, help="also write the tables to this file")
     args = ap.parse_args(argv)
     torch = torch_one_thread()
     out = Printer(args.out)
     out(header(torch, "cpu"))
 
-    def fit(X, y, seed, budget):
-        est = DeepEnsembleRegressor(random_state=seed, progress=False, **budget)
+    def fit(X, y, seed, budget, method="ensemble"):
+        est = get_method(method).make(random_state=seed, progress=False, **budget)
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -71,29 +85,30 @@ def main(argv=None) -> None:
 
     out(f"validation rows (mean over the first {args.splits} standard splits; 20 % of each split's training "
         "rows held out, the test rows unused)")
-    out("| data set | budget | NLL | RMSE | coverage@95 | members at the cap | patience / cap (epochs) | best epoch | fit s |")
-    out("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    for name in args.datasets:
+    out("| data set | method | budget | NLL | RMSE | coverage@95 | members at the cap | patience / cap (epochs) | best epoch | fit s |")
+    out("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, method in ((d, m) for d in args.datasets for m in args.methods):
         ds = load(name)
-        rows = {label: [] for label in BUDGETS}
+        grid = budgets(method, get_method(method).make().epochs)
+        rows = {label: [] for label in grid}
         for split in range(args.splits):
             X, y, _, _ = ds.split(split)
             fit_rows, val_rows = validation_rows(len(y), split)
-            for label, budget in BUDGETS.items():
-                progress(f"{name} split {split} {label}")
-                est, secs = fit(X[fit_rows], y[fit_rows], split, budget)
+            for label, budget in grid.items():
+                progress(f"{name} split {split} {method} {label}")
+                est, secs = fit(X[fit_rows], y[fit_rows], split, budget, method)
                 pred = est.predict_distribution(X[val_rows])
                 yv = y[val_rows]
-                at_cap = float(np.mean(est.best_epoch_ + est.patience_ > est.epochs_))
+                at_cap = float(np.mean(np.asarray(est.best_epoch_) + est.patience_ > est.epochs_))
                 rows[label].append((float(np.mean(nll(pred, yv))), float(np.sqrt(np.mean((pred.mean - yv) ** 2))),
                                     float(coverage(pred, yv, 0.95)), at_cap, est.patience_, est.epochs_,
                                     float(np.mean(est.best_epoch_)), secs))
         for label, vals in rows.items():
             m = np.mean(np.array(vals, dtype=np.float64), axis=0)
-            out(f"| {name} | {label} | {m[0]:.3f} | {m[1]:.3f} | {m[2]:.3f} | {m[3]:.2f} | {m[4]:.0f} / {m[5]:.0f} "
+            out(f"| {name} | {method} | {label} | {m[0]:.3f} | {m[1]:.3f} | {m[2]:.3f} | {m[3]:.2f} | {m[4]:.0f} / {m[5]:.0f} "
                 f"| {m[6]:.0f} | {m[7]:.1f} |")
 
-    if args.diabetes:
+    if args.diabetes and "ensemble" in args.methods:
         out()
         out(f"The README example: DeepEnsembleRegressor(random_state=0) on diabetes splits 0-{args.diabetes - 1} "
             "(test rows)")

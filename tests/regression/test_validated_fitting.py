@@ -107,6 +107,22 @@ def test_validated_fit_survives_save_and_load(Xy, name, tmp_path):
     np.testing.assert_array_equal(back.predict(X[:5]), est.predict(X[:5]))
 
 
+@pytest.mark.parametrize("name", ["ensemble", "deterministic", "mc-dropout", "mdn"])
+def test_auto_budget_counts_steps_and_survives_save_and_load(Xy, name, tmp_path):
+    """patience / epochs "auto": 270 of 300 rows at batch 16 make 17 steps an epoch, so patience
+    max(20, ceil(1000 / 17)) = 59 and cap max(500, ceil(20000 / 17)) = 1177 epochs; the file keeps
+    what the fit used. Integers pass through (the other estimators' defaults)."""
+    X, y = Xy
+    est = ESTIMATORS[name](patience="auto", epochs="auto").fit(X, y)
+    assert (est.n_train_, est.patience_, est.epochs_) == (270, 59, 1177)
+    assert est.stopped_by_ == "patience" and len(est.loss_curve_) <= 1177
+    est.save(tmp_path / "m.safetensors")
+    back = type(est).load(tmp_path / "m.safetensors")
+    assert (back.patience_, back.epochs_) == (59, 1177)
+    fixed = ESTIMATORS[name](epochs=7).fit(X, y)
+    assert (fixed.patience_, fixed.epochs_) == (5, 7)
+
+
 @pytest.mark.parametrize("name", ESTIMATORS)
 @pytest.mark.parametrize("kw, match", [
     (dict(validation_fraction=0.5), r"validation_fraction must lie in \[0, 0.5\)"),

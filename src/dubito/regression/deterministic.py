@@ -71,9 +71,11 @@ from dubito._validation import (
 from dubito.early_stopping import (
     DEFAULT_PATIENCE,
     DEFAULT_VALIDATION_FRACTION,
+    check_epochs,
     check_patience,
     check_validation_fraction,
     regression_holdout,
+    resolve_budget,
 )
 from dubito.graphed_steps import GraphedSteps, prepare_optimizer
 from dubito.nn.batched import ACTIVATIONS
@@ -150,7 +152,7 @@ class _MLPRegressor(DubitoRegressor):
             lr=check_float(self.lr, "lr", strictly_positive=True),
             weight_decay=check_float(self.weight_decay, "weight_decay", min_value=0.0),
             batch_size=check_int(self.batch_size, "batch_size", min_value=1),
-            epochs=check_int(self.epochs, "epochs", min_value=1),
+            epochs=check_epochs(self.epochs, allow_auto=True),
             device=_check_device(self.device),
             network=check_choice(getattr(self, "network", "mlp"), "network", NETWORKS),
             image_shape=self._image_shape(),
@@ -159,7 +161,7 @@ class _MLPRegressor(DubitoRegressor):
             momentum=check_float(getattr(self, "momentum", 0.0), "momentum", min_value=0.0),
             # read with getattr: an estimator without them (the IC-NLM's network) trains on every row
             validation_fraction=check_validation_fraction(getattr(self, "validation_fraction", 0.0)),
-            patience=check_patience(getattr(self, "patience", DEFAULT_PATIENCE)),
+            patience=check_patience(getattr(self, "patience", DEFAULT_PATIENCE), allow_auto=True),
         )
         if s["momentum"] >= 1.0:
             raise ValueError(f"momentum must lie in [0, 1), got {s['momentum']}")
@@ -251,6 +253,8 @@ class _MLPRegressor(DubitoRegressor):
         """
         n = X.shape[0]
         batch = min(s["batch_size"], n)
+        self.patience_, self.epochs_ = resolve_budget(s["patience"], s["epochs"], n, batch,
+                                                      held_out=validation is not None)
         if s["optimizer"] == "sgd":
             opt = torch.optim.SGD(net.parameters(), lr=s["lr"], momentum=s["momentum"], weight_decay=s["weight_decay"])
         else:
@@ -283,8 +287,8 @@ class _MLPRegressor(DubitoRegressor):
 
         keep_best, restore_best = module_snapshots(net) if validation is not None else (None, None)
         net.train()
-        record = run_epochs(train_epoch, epochs=s["epochs"], description=self._description, progress=self.progress,
-                            validate=None if validation is None else validate, patience=s["patience"],
+        record = run_epochs(train_epoch, epochs=self.epochs_, description=self._description, progress=self.progress,
+                            validate=None if validation is None else validate, patience=self.patience_,
                             keep_best=keep_best, restore_best=restore_best, lr=s["lr"], naive_loss=self._naive_loss)
         self.validation_curve_ = record.validation_curve.reshape(-1)
         self.best_epoch_ = int(record.best_epoch[0])
@@ -325,7 +329,7 @@ class _MLPRegressor(DubitoRegressor):
         settings and fitted scalars (n_features_in, n_train, feature names, predict_seed,
         best_epoch, stopped_by, and the subclass's ``_fitted_scalars``)."""
         fitted = dict(**self._common_fitted(), predict_seed=int(self.predict_seed_), **self._training_fitted(),
-                      **self._fitted_scalars())
+                      epochs=self.epochs_, patience=self.patience_, **self._fitted_scalars())
         return self._network_tensors(), {"params": io.json_params(self), "fitted": fitted}
 
     def _network_tensors(self) -> dict[str, torch.Tensor]:
@@ -351,6 +355,9 @@ class _MLPRegressor(DubitoRegressor):
         self._restore_scaling(tensors, fitted, n_features)
         self.loss_curve_ = tensors["loss_curve"].double().numpy()
         self._restore_training(fitted, tensors, n_epochs_run=len(self.loss_curve_))
+        # files before "auto" budgets: the constructor's integers
+        self.epochs_ = int(fitted_number(fitted, "epochs", default=s["epochs"], positive=True))
+        self.patience_ = int(fitted_number(fitted, "patience", default=s["patience"], positive=True))
 
     @classmethod
     def _from_state(cls, tensors: dict, settings: dict, *, device=None, where: str = ""):
