@@ -88,9 +88,10 @@ def test_the_paper_budget_rows_train_with_the_icnlm_papers_rate_and_cap(uci_dir,
     assert [(e.lr, e.epochs) for e in built] == [(2.5e-4, 60), (1e-3, 500)]
 
 
-def test_the_epoch_budget_row_is_the_ensemble_before_auto():
-    """``ensemble-epochs`` keeps the budget the ensemble had before "auto": 20 epochs of patience, a
-    500-epoch cap, which "auto" resolves to on sets of thousands of rows."""
+def test_the_epoch_budget_rows_are_the_estimators_before_auto():
+    """``ensemble-epochs`` and ``mc-dropout-epochs`` keep the budget those estimators had before
+    "auto": 20 epochs of patience, a 500-epoch cap, which "auto" resolves to on sets of thousands
+    of rows."""
     from dubito.early_stopping import resolve_budget
 
     before = lb.get_method("ensemble").make(**lb.OVERRIDES["ensemble-epochs"])
@@ -98,6 +99,10 @@ def test_the_epoch_budget_row_is_the_ensemble_before_auto():
     assert (before.patience, before.epochs) == (20, 500) and (now.patience, now.epochs) == ("auto", "auto")
     assert resolve_budget("auto", "auto", 6635, now.batch_size, held_out=True) == (20, 500)  # kin8nm
     assert "ensemble-epochs" in lb.FAST and lb.METHODS["ensemble-epochs"] == ("ensemble", False)
+    dropout = lb.get_method("mc-dropout").make(**lb.OVERRIDES["mc-dropout-epochs"])
+    assert (dropout.patience, dropout.epochs) == (20, 500) and lb.get_method("mc-dropout").make().patience == "auto"
+    # the -paper rows keep the patience their cells ran with
+    assert lb.get_method("mc-dropout").make(**lb.OVERRIDES["mc-dropout-paper"]).patience == 20
 
 
 def _row(dataset, method, nll, coverage=0.95, seconds=1.0):
