@@ -8,7 +8,9 @@ commit 8c45067 on one thread of this project's machine (AMD EPYC, AVX2; torch 2.
 method names of `dubito.methods` (deepnoise's and ood's renamed since, by `dubito store
 rename-method`); ood's rewritten when its fits moved to the estimators' `sample_functions` (HyVI's
 predictors evaluated in float64, not float32: 54 of its 140 metrics moved, by at most 8e-6
-relative, the AUROC of ood-wave's MFVI). The test runs the preset again into a fresh store and
+relative, the AUROC of ood-wave's MFVI); leaderboard's and recalibrate's rewritten when the deep
+ensemble's default budget became step-counted (session 20: the ensemble's numbers on yacht were
+meant to move; leaderboard's quick cells now cap at 50 epochs). The test runs the preset again into a fresh store and
 compares every stored number of every cell (variants and artefacts; timings excluded) at rtol 1e-9:
 runs were bit-identical from 4a1f926 to 7e889e8 except 8 numbers at 2e-16 to 2e-10
 (docs/results/performance.md), so 1e-9 passes rounding-level changes of the arithmetic and fails a
