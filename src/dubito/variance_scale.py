@@ -31,7 +31,7 @@ from scipy.optimize import minimize_scalar
 
 from dubito.predictive.mixture import GaussianMixture
 
-__all__ = ["PRIOR_SD", "fit_variance_scale", "scale_mixture"]
+__all__ = ["PRIOR_SD", "fit_variance_scale", "scale_mixture", "scale_spread"]
 
 #: tau, the prior sd of log c (module docstring).
 PRIOR_SD = 0.5
@@ -46,12 +46,26 @@ def scale_mixture(pred: GaussianMixture, c: float) -> GaussianMixture:
     return GaussianMixture(pred.weights, pred.means, c * pred.variances, noise_variances=noise)
 
 
-def fit_variance_scale(pred: GaussianMixture, y: np.ndarray, prior_sd: float = PRIOR_SD) -> float:
-    """The MAP scale c of the module docstring for held-out ``pred`` and targets ``y`` (m,)."""
+def scale_spread(pred: GaussianMixture, c: float) -> GaussianMixture:
+    """``pred`` with its whole variance multiplied by c: each component mean moved to
+    mean + sqrt(c) (m_l - mean) about the mixture mean, and each component variance (and its
+    noise part) times c, so p_c(y) = p(mean + (y - mean) / sqrt(c)) / sqrt(c). For predictives
+    whose spread of means is itself too wide or too narrow (MC dropout's masks), where
+    `scale_mixture` would scale only the noise."""
+    mean = pred.mean[:, None]
+    root = math.sqrt(c)
+    noise = None if pred.noise_variances is None else c * pred.noise_variances
+    return GaussianMixture(pred.weights, mean + root * (pred.means - mean), c * pred.variances, noise_variances=noise)
+
+
+def fit_variance_scale(pred: GaussianMixture, y: np.ndarray, prior_sd: float = PRIOR_SD,
+                       scale=scale_mixture) -> float:
+    """The MAP scale c of the module docstring for held-out ``pred`` and targets ``y`` (m,);
+    ``scale`` (`scale_mixture` or `scale_spread`) says what c multiplies."""
     y = np.asarray(y, dtype=np.float64)
 
     def objective(log_c: float) -> float:
-        return float(-np.sum(scale_mixture(pred, math.exp(log_c)).log_prob(y)) + log_c**2 / (2.0 * prior_sd**2))
+        return float(-np.sum(scale(pred, math.exp(log_c)).log_prob(y)) + log_c**2 / (2.0 * prior_sd**2))
 
     result = minimize_scalar(objective, bounds=(-_LOG_BOUND, _LOG_BOUND), method="bounded",
                              options={"xatol": 1e-6})

@@ -187,9 +187,50 @@ def test_save_load_round_trip(fitted, data, tmp_path):
         MixtureDensityRegressor.load(path)
 
 
+def test_heldout_variance_scale_is_the_map_of_the_held_out_rows_and_is_saved(data, tmp_path):
+    """variance_scaling="heldout": c is `fit_variance_scale` (with `scale_spread`) of the predictive on
+    the estimator's own held-out rows, brute-forced here from the documented seeds; the predictive
+    is then the unscaled one's location-scale map (variance times c, same mean), and the file keeps
+    c. "none", or no held-out rows: c = 1."""
+    from dubito._estimator import seeds_from
+    from dubito.early_stopping import holdout_split
+    from dubito.variance_scale import fit_variance_scale, scale_spread
+
+    X, y, Xq = data
+    kw = {**FAST, "validation_fraction": 0.2, "epochs": 30}
+    plain = MCDropoutRegressor(**kw).fit(X, y)
+    scaled = MCDropoutRegressor(**kw, variance_scaling="heldout").fit(X, y)
+    held = holdout_split(len(y), 0.2, seeds_from(0, 5)[4])[1]
+    reference = fit_variance_scale(plain.predict_distribution(X[held]).as_mixture(), y[held], scale=scale_spread)
+    assert plain.variance_scale_ == 1.0 and scaled.variance_scale_ == pytest.approx(reference, rel=1e-9)
+    assert scaled.variance_scale_ != pytest.approx(1.0, abs=0.02)
+    a, b = plain.predict_distribution(Xq), scaled.predict_distribution(Xq)
+    np.testing.assert_allclose(b.mean, a.mean, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(b.var, scaled.variance_scale_ * a.var, rtol=1e-10)
+    scaled.save(tmp_path / "s.safetensors")
+    back = MCDropoutRegressor.load(tmp_path / "s.safetensors")
+    assert back.variance_scale_ == scaled.variance_scale_
+    np.testing.assert_array_equal(back.predict_distribution(Xq).var, b.var)
+    every_row = MCDropoutRegressor(**{**FAST, "epochs": 2}, variance_scaling="heldout").fit(X, y)
+    assert every_row.variance_scale_ == 1.0
+    # a file written before variance scaling (no variance_scale, no such parameter) loads with c = 1
+    from dubito import io
+    from tests.old_layout import rewrite_as_older
+
+    plain.save(tmp_path / "old.safetensors")
+    rewrite_as_older(tmp_path / "old.safetensors", "MCDropoutRegressor", drop_fitted=("variance_scale",))
+    tensors, settings = io.load_tensors(tmp_path / "old.safetensors", "MCDropoutRegressor")
+    del settings["params"]["variance_scaling"]
+    io.save_tensors(tmp_path / "old.safetensors", tensors, "MCDropoutRegressor", settings)
+    old = MCDropoutRegressor.load(tmp_path / "old.safetensors")
+    assert old.variance_scale_ == 1.0 and old.variance_scaling == "none"
+    np.testing.assert_array_equal(old.predict_distribution(Xq).var, a.var)
+
+
 @pytest.mark.parametrize(
     "setting, match",
     [
+        (dict(variance_scaling="yes"), "variance_scaling must be one of"),
         (dict(dropout=1.0), "dropout must be < 1"),
         (dict(dropout=-0.1), "dropout must be >= 0"),
         (dict(n_samples=0), "n_samples must be >= 1"),

@@ -48,12 +48,13 @@ import numbers
 import numpy as np
 import torch
 
-from dubito._estimator import seeds_from
-from dubito._validation import check_fitted, check_float, check_int
+from dubito._estimator import fitted_number, seeds_from
+from dubito._validation import check_choice, check_fitted, check_float, check_int
 from dubito.early_stopping import DEFAULT_VALIDATION_FRACTION
 from dubito.predictive.samples import Samples
 from dubito.regression.deterministic import _MLPRegressor, residual_variance
 from dubito.search_space import Choice, Float
+from dubito.variance_scale import fit_variance_scale, scale_spread
 
 __all__ = ["MCDropoutRegressor"]
 
@@ -64,6 +65,11 @@ __all__ = ["MCDropoutRegressor"]
 #: float64 numbers. On a CPU small blocks stay in cache (measured, T = 1000, N = 2000,
 #: widths (100, 50, 10), one thread: 2.0 s at (2^14, 2^18) against 5.5-8 s with blocks of
 #: 2^20-2^24 numbers and 2.8 s for a loop over masks); on a GPU large blocks save launches.
+#: ``variance_scaling``: "heldout" multiplies the whole predictive variance (the masks' spread and
+#: the noise) by one scale fitted on the held-out rows (`dubito.variance_scale.scale_spread`); "none"
+#: keeps it.
+VARIANCE_SCALINGS = ("heldout", "none")
+
 _ROW_ELEMENTS = {"cpu": 1 << 14, "cuda": 1 << 20}
 _BLOCK_ELEMENTS = {"cpu": 1 << 18, "cuda": 1 << 24}
 
@@ -126,11 +132,20 @@ class MCDropoutRegressor(_MLPRegressor):
     patience : int or "auto", default "auto"
         Epochs without a better held-out MSE (of the network with dropout off) before training stops;
         "auto": 20 epochs or 1,000 optimiser steps, whichever is longer.
+    variance_scaling : {"none", "heldout"}, default "none"
+        "heldout": after training, the whole predictive variance (the masks' spread and sigma^2
+        alike) is multiplied by one c, the MAP of the held-out rows' NLL under the log-normal prior
+        of `dubito.variance_scale` (`scale_spread`: each draw moved to mean + sqrt(c) (f_t - mean));
+        c = 1 without held-out rows or with ``noise="none"``. Not the default: on validation rows
+        (first 3 standard splits, "auto" budget) it mended energy (NLL 1.32 -> 1.18, coverage@95
+        0.983 -> 0.944) but hurt yacht (1.96 -> 2.64: 25 held-out rows gave c = 0.10 on one split)
+        and under-covered boston and concrete (0.905, 0.899), where a scale from a few dozen rows
+        is noisy.
 
     Fitted attributes
     -----------------
     net_ : MLP or PilotNet (float64); noise_var_ : float or None (user units; None for ``noise="none"``);
-    predict_seed_ : int (seed of the prediction masks); loss_curve_ : (epochs,) epoch-mean
+    predict_seed_ : int (seed of the prediction masks); variance_scale_ : float (c; 1 unscaled); loss_curve_ : (epochs,) epoch-mean
     training MSE (standardised units, with dropout on); x_mean_, x_scale_, y_mean_, y_scale_;
     n_train_; n_features_in_ (and feature_names_in_).
     """
@@ -149,7 +164,7 @@ class MCDropoutRegressor(_MLPRegressor):
     def __init__(self, dropout=0.05, n_samples=1000, noise="residual", hidden=(100, 50, 10), activation="relu",
                  lr=1e-3, weight_decay=2e-6, batch_size=32, epochs="auto", device="cpu", random_state=None,
                  progress=True, network="mlp", image_shape=None,
-                 validation_fraction=DEFAULT_VALIDATION_FRACTION, patience="auto"):
+                 validation_fraction=DEFAULT_VALIDATION_FRACTION, patience="auto", variance_scaling="none"):
         self.dropout = dropout
         self.n_samples = n_samples
         self.noise = noise
@@ -166,6 +181,7 @@ class MCDropoutRegressor(_MLPRegressor):
         self.image_shape = image_shape
         self.validation_fraction = validation_fraction
         self.patience = patience
+        self.variance_scaling = variance_scaling
 
     # ------------------------------------------------------------------ settings
     def _extra_settings(self) -> dict:
@@ -182,7 +198,8 @@ class MCDropoutRegressor(_MLPRegressor):
             raise ValueError(f"noise must be 'residual', 'none' or a positive float (sigma), got {noise!r}")
         if not self.hidden and not isinstance(self.hidden, (int, np.integer)):
             raise ValueError("MC dropout needs at least one hidden layer (dropout acts on hidden units); got hidden=()")
-        return dict(dropout=p, n_samples=check_int(self.n_samples, "n_samples", min_value=1), noise=noise)
+        return dict(dropout=p, n_samples=check_int(self.n_samples, "n_samples", min_value=1), noise=noise,
+                    variance_scaling=check_choice(self.variance_scaling, "variance_scaling", VARIANCE_SCALINGS))
 
     def _build_net(self, s, n_features, generator=None, dtype=torch.float32):
         return self._make_net(s, n_features, 1, s["dropout"], generator, dtype)
@@ -191,20 +208,29 @@ class MCDropoutRegressor(_MLPRegressor):
         return ((net(xb, generator=generator)[:, 0] - yb) ** 2).mean()
 
     def _after_training(self, Xs, y):
-        noise = self._settings()["noise"]
+        s = self._settings()
+        noise = s["noise"]
         if noise == "residual":
             self.noise_var_ = residual_variance(y, self._predict_output(Xs))
         elif noise == "none":
             self.noise_var_ = None
         else:
             self.noise_var_ = float(noise) ** 2
+        self.variance_scale_ = 1.0
+        held_out = len(self.validation_curve_) > 0  # Xs, y are then the held-out rows
+        if s["variance_scaling"] == "heldout" and held_out and self.noise_var_ is not None:
+            draws = self._draws(Xs, self.sample_masks())
+            pred = Samples(draws, noise_std=np.sqrt(self.noise_var_)).as_mixture()
+            self.variance_scale_ = fit_variance_scale(pred, y, scale=scale_spread)
 
     def _fitted_scalars(self):
-        return {"noise_var": self.noise_var_}
+        return {"noise_var": self.noise_var_, "variance_scale": self.variance_scale_}
 
     def _restore_scalars(self, fitted):
         v = fitted["noise_var"]
         self.noise_var_ = None if v is None else float(v)
+        # files before variance scaling: 1
+        self.variance_scale_ = fitted_number(fitted, "variance_scale", default=1.0, positive=True)
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y):
@@ -232,9 +258,13 @@ class MCDropoutRegressor(_MLPRegressor):
 
         ``masks`` (from `sample_masks`) overrides ``n_samples`` / ``random_state``.
         """
-        Xs = self._standardise(X)
         if masks is None:
             masks = self.sample_masks(n_samples, random_state)
+        return self._draws(self._standardise(X), masks)
+
+    @torch.no_grad()
+    def _draws(self, Xs: np.ndarray, masks) -> np.ndarray:
+        """`predict_draws` of standardised rows ``Xs`` under ``masks``, user units, (T, N)."""
         dev = next(self.net_.parameters()).device
         masks = [m.to(device=dev, dtype=torch.float64) for m in masks]
         T, N = masks[0].shape[0], Xs.shape[0]
@@ -263,7 +293,11 @@ class MCDropoutRegressor(_MLPRegressor):
             if draws.shape[0] < 2:
                 raise ValueError("noise='none' (a KDE of the draws) needs n_samples >= 2")
             return Samples(draws)
-        return Samples(draws, noise_std=np.sqrt(self.noise_var_))
+        c = self.variance_scale_
+        if c != 1.0:  # the whole predictive's variance times c, about its mean (`scale_spread`)
+            mean = draws.mean(axis=0)
+            draws = mean + np.sqrt(c) * (draws - mean)
+        return Samples(draws, noise_std=np.sqrt(c * self.noise_var_))
 
     def predict(self, X) -> np.ndarray:
         """The MC predictive mean (1/T) sum_t f_t(x) with the fitted masks, shape (N,)."""
