@@ -18,12 +18,13 @@ Defaults and their sources:
   restored a better state than 10 on diabetes and the small UCI sets (docs/design.md).
 
 Budgets counted in optimiser steps (``patience="auto"``, ``epochs="auto"``; the deep ensemble's
-defaults): on a small set an epoch is a handful of steps (yacht's 177 training rows at batch 64:
-3), so 20 epochs of patience and a 500-epoch cap stop networks that are still improving. "auto"
-resolves, once the training rows are known, to whichever is longer of the epoch default and
-``AUTO_PATIENCE_STEPS = 1000`` / ``AUTO_CAP_STEPS = 20000`` optimiser steps; sets of a few
-thousand rows (kin8nm and larger: about 90 steps an epoch) keep 20 and 500. Chosen on validation
-rows (benchmarks/ensemble_budget.py, docs/results/ensemble-budget.md).
+and MC dropout's defaults): on a small set an epoch is a handful of steps (a yacht standard split
+trains on 249 rows: 4 steps at batch 64), so 20 epochs of patience and a 500-epoch cap stop
+networks that are still improving. "auto" resolves, once the training rows are known, to whichever
+is longer of the epoch default and ``AUTO_PATIENCE_STEPS = 1000`` / ``AUTO_CAP_STEPS = 20000``
+optimiser steps; sets of a few thousand rows (kin8nm and larger: about 100 steps an epoch at batch
+64, 200 at 32) keep 20 and 500. Chosen on validation rows (benchmarks/ensemble_budget.py,
+docs/results/ensemble-budget.md).
 
 The held-out rows are drawn with their own random stream (`holdout_split`), so they do not
 change the networks' initialisation or mini-batch order.
