@@ -184,6 +184,22 @@ def test_rename_method_moves_every_cell_of_the_old_name_and_refuses_clashes(tmp_
         store.rename_method("exp", "bp", " ")
 
 
+def test_rename_method_renames_a_variant_keyed_by_the_method(tmp_path):
+    """The leaderboard keys a cell's variants by its method: renaming the method renames that
+    variant too (same numbers, same order); other variants and other methods' cells stay."""
+    store = ResultsStore(tmp_path / "s.sqlite")
+    keyed = CellResult(variants={"first": {"nll": 1.0}, "ensemble": {"nll": 2.5, "rmse": float("nan")}})
+    store.write(Cell("lb", "p", "yacht", "ensemble", 0, 0, {}), keyed, status="done", seconds=1.0, runner_id="r")
+    store.write(Cell("lb", "p", "yacht", "mdn", 0, 0, {}), CellResult(variants={"ensemble": {"nll": 9.0}}),
+                status="done", seconds=1.0, runner_id="r")
+    assert store.rename_method("lb", "ensemble", "ensemble-epochs") == 1
+    cells = {c.method: c for c in store.rows("lb", status=None)}
+    renamed = cells["ensemble-epochs"].variants
+    assert list(renamed) == ["first", "ensemble-epochs"] and renamed["ensemble-epochs"]["nll"] == 2.5
+    assert renamed["first"] == {"nll": 1.0} and renamed["ensemble-epochs"]["rmse"] != renamed["ensemble-epochs"]["rmse"]
+    assert cells["mdn"].variants == {"ensemble": {"nll": 9.0}}  # another method's cell: untouched
+
+
 def test_cli_rename_method(tmp_path):
     _source(tmp_path / "a.sqlite").close()
     res = CliRunner().invoke(app, ["store", "rename-method", "exp", "bp", "mean-variance",

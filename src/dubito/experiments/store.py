@@ -371,8 +371,10 @@ class ResultsStore:
 
     def rename_method(self, experiment: str, old: str, new: str) -> int:
         """Give ``experiment``'s cells of method ``old`` the name ``new`` (when a method is renamed,
-        so that the stored cells keep counting as done); return how many were renamed. Refused
-        while a runner holds a claim on ``old`` or when a cell of ``new`` has the same key."""
+        so that the stored cells keep counting as done); return how many were renamed. A variant
+        named ``old`` in those cells (experiments that key their variants by the method, as the
+        leaderboard does) is renamed too, in place. Refused while a runner holds a claim on ``old``
+        or when a cell of ``new`` has the same key."""
         if not new.strip():
             raise ValueError("the new method name is empty")
 
@@ -387,6 +389,15 @@ class ResultsStore:
             if clash:
                 raise ValueError(f"the store holds {experiment} cells of both {old!r} and {new!r} "
                                  f"(e.g. preset {clash[0]}, {clash[1]}, split {clash[2]}, seed {clash[3]})")
+            keyed = conn.execute(f"SELECT preset, dataset, split, seed, variants FROM cells WHERE {where}",
+                                 (experiment, old)).fetchall()
+            for preset, dataset, split, seed, text in keyed:
+                variants = json.loads(text)
+                if isinstance(variants, dict) and old in variants:
+                    renamed = {new if k == old else k: v for k, v in variants.items()}
+                    conn.execute(f"UPDATE cells SET variants = ? WHERE {where} AND preset = ? AND dataset = ? "
+                                 "AND split = ? AND seed = ?",
+                                 (_dumps(renamed, "variants"), experiment, old, preset, dataset, split, seed))
             return conn.execute(f"UPDATE cells SET method = ? WHERE {where}", (new, experiment, old)).rowcount
 
         return self._tx(tx)
