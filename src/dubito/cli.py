@@ -280,7 +280,8 @@ def store_rename_method(
     new: str = typer.Argument(..., help="its new name (as `dubito methods` lists it)"),
     store: Path = typer.Option(Path("dubito-results.sqlite"), help="SQLite results store to change"),
 ):
-    """Rename a method in an experiment's stored cells (and a variant keyed by it), so that a renamed method's finished cells still count."""
+    """Rename a method in an experiment's stored cells (and a variant keyed by it), so that a renamed
+    method's finished cells still count."""
     from dubito.experiments.store import ResultsStore
 
     try:
