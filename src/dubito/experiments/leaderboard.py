@@ -235,8 +235,9 @@ naval, 257 s power; mean-field VI 16 s small, 43 s kin8nm, 265 s naval, 112 s po
 cores); these IC-NLM, deterministic and MC-dropout costs are the `-paper` rows'. Session 19's new
 defaults (three processes on the two cores): IC-NLM with the intercept 31-46 s small, 157 s kin8nm;
 the deterministic net 2.4-7.2 s small, 21 s kin8nm; MC dropout 3-9 s small, 39 s kin8nm. Session
-20 (three to four processes on the two cores): the deterministic net 26 s naval, 49 s power; MC
-dropout 32 s kin8nm, 130 s naval; with the step-counted budget the ensemble 4-19 s on the small
+20 (three to four processes on the two cores): the deterministic net 26 s naval, 49 s power, 224 s
+protein (52 s with the paper budget); MC dropout 32 s kin8nm, 122 s naval, 54 s power; with the
+step-counted budget the ensemble 4-19 s on the small
 sets but yacht 40 s, MC dropout 4-17 s. Estimate
 for the rest of `defaults` as of session 18, before those rows: about 10 CPU h, most of it FuNN-HyVI (about
 5 CPU h for kin8nm's 13 splits, naval and power, 2-3 h for protein's 5 splits), NGBoost (about 3 h
@@ -269,11 +270,11 @@ net and MC dropout with the longer budget at 157200a (the five small sets, kin8n
 kin8nm's first splits); session 20: MC dropout on kin8nm (18 splits) and naval, the deterministic
 net on naval and power, at 1706602 (the same code for these as 157200a); the ensemble with the
 step-counted budget on the five small sets at 9a571bf, MC dropout's at e8ae097 (its former cells
-there renamed `ensemble-epochs` / `mc-dropout-epochs`). Still to run for `defaults`: the new icnlm
-row on kin8nm (14 splits), naval, power and protein (about 4 CPU h at 150-260 s a cell); the
-deterministic net on protein, MC dropout on power and protein (about 1.5 CPU h); FuNN-HyVI on
-kin8nm (13 of 20 splits), naval, power and protein; IC-NLM (both rows) and mean-field VI on
-protein; NGBoost on power and protein.
+there renamed `ensemble-epochs` / `mc-dropout-epochs`); MC dropout on power and the deterministic
+net on protein at 92d61da. Still to run for `defaults`: the new icnlm row on kin8nm (14 splits),
+naval, power and protein (about 4 CPU h at 150-260 s a cell); MC dropout on protein (about 0.5 CPU
+h); FuNN-HyVI on kin8nm (13 of 20 splits), naval, power and protein; IC-NLM (both rows) and
+mean-field VI on protein; NGBoost on power and protein.
 
 What the cells say (means over all stored splits; the tables below are computed from the cells):
 - The deep ensemble with its defaults meets two targets: kin8nm (-1.346 over 20 splits, target
@@ -302,6 +303,10 @@ What the cells say (means over all stored splits; the tables below are computed 
   masks' spread alone exceeds the errors. `variance_scaling="heldout"` (an option, not the default)
   fixes naval on validation rows (coverage 1.000 -> 0.954) and hurts yacht (25 held-out rows).
   The deterministic net and the MDN keep their epoch budgets (docs/results/ensemble-budget.md).
+  Session 19's longer training of the deterministic net and MC dropout, now on the large sets too
+  (20 splits; protein 5), against their `-paper` rows: the deterministic net naval -6.54 vs -6.47,
+  power 2.77 vs 2.81, protein 2.77 vs 2.82; MC dropout naval -5.05 vs -4.87 (coverage 0.999), power
+  2.77 vs 2.81. Neither comes near the ensemble (naval -6.91, power 2.69, protein 2.46).
 - The held-out variance scale (`dubito.variance_scale`, its prior chosen on diabetes and Friedman #1,
   not here; measured with the epoch budget, now the `ensemble-epochs` row on the small sets) changed
   the ensemble's NLL against the unscaled defaults of the first run by: naval
