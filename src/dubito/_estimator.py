@@ -226,6 +226,17 @@ class DubitoEstimator(BaseEstimator):
         best = np.asarray(self.best_epoch_)
         return dict(best_epoch=int(best) if best.ndim == 0 else [int(e) for e in best], stopped_by=self.stopped_by_)
 
+    def _budget_fitted(self) -> dict:
+        """JSON of the budget the fit used: ``epochs_`` and ``patience_`` ("auto" resolved,
+        `dubito.early_stopping.resolve_budget`)."""
+        return dict(epochs=int(self.epochs_), patience=int(self.patience_))
+
+    def _restore_budget(self, fitted: dict, settings: dict) -> None:
+        """Inverse of `_budget_fitted`; a file written before "auto" budgets has none, and its
+        constructor's integers (``settings["epochs"]``, ``settings["patience"]``) were the budget."""
+        self.epochs_ = int(fitted_number(fitted, "epochs", default=settings["epochs"], positive=True))
+        self.patience_ = int(fitted_number(fitted, "patience", default=settings["patience"], positive=True))
+
     def _restore_training(self, fitted: dict, tensors: dict, n_epochs_run: int, n_units: int | None = None) -> None:
         """Inverse of `_training_fitted` and of a ``validation_curve`` tensor. A file written before
         validated fitting has none of them: every unit ran to the cap (``n_epochs_run``), no curve."""

@@ -31,7 +31,11 @@ from scipy.optimize import minimize_scalar
 
 from dubito.predictive.mixture import GaussianMixture
 
-__all__ = ["PRIOR_SD", "fit_variance_scale", "scale_mixture", "scale_spread"]
+__all__ = ["PRIOR_SD", "VARIANCE_SCALINGS", "fit_variance_scale", "scale_mixture", "scale_spread"]
+
+#: An estimator's ``variance_scaling``: "heldout" fits c on its held-out rows (1 without them);
+#: "none" keeps c = 1.
+VARIANCE_SCALINGS = ("heldout", "none")
 
 #: tau, the prior sd of log c (module docstring).
 PRIOR_SD = 0.5

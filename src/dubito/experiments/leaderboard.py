@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from dubito.data import load
+from dubito.early_stopping import DEFAULT_EPOCHS, DEFAULT_PATIENCE
 from dubito.experiments.base import CellResult, Experiment, MetricSpec, Preset
 from dubito.experiments.claims import DatasetMeans, fmt
 from dubito.experiments.common import network_seed
@@ -80,7 +81,7 @@ METHODS = {
 #: ``ensemble-epochs`` and ``mc-dropout-epochs`` are the budget in epochs (patience 20, cap 500) that
 #: the deep ensemble and MC dropout had before benchmarks/ensemble_budget.py counted it in steps.
 #: Their cells were run before those changes, under the entry's name, and renamed.
-EPOCH_BUDGET = {"patience": 20, "epochs": 500}
+EPOCH_BUDGET = {"patience": DEFAULT_PATIENCE, "epochs": DEFAULT_EPOCHS}
 PAPER_BUDGET = {"lr": 2.5e-4, "epochs": 60, "patience": 20}
 OVERRIDES = {"icnlm-paper": {"intercept": False}, "deterministic-paper": PAPER_BUDGET,
              "mc-dropout-paper": PAPER_BUDGET, "ensemble-epochs": EPOCH_BUDGET, "mc-dropout-epochs": EPOCH_BUDGET}

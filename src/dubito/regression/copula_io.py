@@ -192,8 +192,7 @@ def copula_state(est) -> tuple[dict[str, torch.Tensor], dict]:
         fitted.update(feature_layer=str(est.feature_layer_), feature_where=str(est.feature_where_),
                       layer_width=int(est.layer_width_), constant_feature=float(est.constant_feature_))
     if source == "network":
-        fitted.update(predict_seed=int(est.predict_seed_), **est._training_fitted(), epochs=est.epochs_,
-                      patience=est.patience_)
+        fitted.update(predict_seed=int(est.predict_seed_), **est._training_fitted(), **est._budget_fitted())
         tensors.update(est._network_tensors())
     if getattr(est, "loglik_trace_", None) is not None:
         tensors["loglik_trace"] = torch.from_numpy(np.ascontiguousarray(est.loglik_trace_, dtype=np.float64))

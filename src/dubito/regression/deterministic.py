@@ -329,7 +329,7 @@ class _MLPRegressor(DubitoRegressor):
         settings and fitted scalars (n_features_in, n_train, feature names, predict_seed,
         best_epoch, stopped_by, and the subclass's ``_fitted_scalars``)."""
         fitted = dict(**self._common_fitted(), predict_seed=int(self.predict_seed_), **self._training_fitted(),
-                      epochs=self.epochs_, patience=self.patience_, **self._fitted_scalars())
+                      **self._budget_fitted(), **self._fitted_scalars())
         return self._network_tensors(), {"params": io.json_params(self), "fitted": fitted}
 
     def _network_tensors(self) -> dict[str, torch.Tensor]:
@@ -355,9 +355,7 @@ class _MLPRegressor(DubitoRegressor):
         self._restore_scaling(tensors, fitted, n_features)
         self.loss_curve_ = tensors["loss_curve"].double().numpy()
         self._restore_training(fitted, tensors, n_epochs_run=len(self.loss_curve_))
-        # files before "auto" budgets: the constructor's integers
-        self.epochs_ = int(fitted_number(fitted, "epochs", default=s["epochs"], positive=True))
-        self.patience_ = int(fitted_number(fitted, "patience", default=s["patience"], positive=True))
+        self._restore_budget(fitted, s)
 
     @classmethod
     def _from_state(cls, tensors: dict, settings: dict, *, device=None, where: str = ""):

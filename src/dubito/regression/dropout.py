@@ -54,7 +54,7 @@ from dubito.early_stopping import DEFAULT_VALIDATION_FRACTION
 from dubito.predictive.samples import Samples
 from dubito.regression.deterministic import _MLPRegressor, residual_variance
 from dubito.search_space import Choice, Float
-from dubito.variance_scale import fit_variance_scale, scale_spread
+from dubito.variance_scale import VARIANCE_SCALINGS, fit_variance_scale, scale_spread
 
 __all__ = ["MCDropoutRegressor"]
 
@@ -65,11 +65,6 @@ __all__ = ["MCDropoutRegressor"]
 #: float64 numbers. On a CPU small blocks stay in cache (measured, T = 1000, N = 2000,
 #: widths (100, 50, 10), one thread: 2.0 s at (2^14, 2^18) against 5.5-8 s with blocks of
 #: 2^20-2^24 numbers and 2.8 s for a loop over masks); on a GPU large blocks save launches.
-#: ``variance_scaling``: "heldout" multiplies the whole predictive variance (the masks' spread and
-#: the noise) by one scale fitted on the held-out rows (`dubito.variance_scale.scale_spread`); "none"
-#: keeps it.
-VARIANCE_SCALINGS = ("heldout", "none")
-
 _ROW_ELEMENTS = {"cpu": 1 << 14, "cuda": 1 << 20}
 _BLOCK_ELEMENTS = {"cpu": 1 << 18, "cuda": 1 << 24}
 
@@ -147,8 +142,8 @@ class MCDropoutRegressor(_MLPRegressor):
     Fitted attributes
     -----------------
     net_ : MLP or PilotNet (float64); noise_var_ : float or None (user units; None for ``noise="none"``);
-    predict_seed_ : int (seed of the prediction masks); variance_scale_ : float (c; 1 unscaled); loss_curve_ : (epochs,) epoch-mean
-    training MSE (standardised units, with dropout on); x_mean_, x_scale_, y_mean_, y_scale_;
+    predict_seed_ : int (seed of the prediction masks); variance_scale_ : float (c; 1 unscaled);
+    loss_curve_ : (epochs,) epoch-mean training MSE (standardised units, with dropout on); x_mean_, x_scale_, y_mean_, y_scale_;
     n_train_; n_features_in_ (and feature_names_in_).
     """
 

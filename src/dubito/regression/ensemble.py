@@ -75,7 +75,7 @@ from dubito.regression.ensemble_training import (
 )
 from dubito.search_space import Choice, Float
 from dubito.training_checkpoint import check_resume, estimator_settings
-from dubito.variance_scale import fit_variance_scale
+from dubito.variance_scale import VARIANCE_SCALINGS, fit_variance_scale
 
 __all__ = [
     "LR_DROPS",
@@ -90,10 +90,6 @@ __all__ = [
 #: Minimum number of training rows: the target is standardised by its standard deviation,
 #: which needs at least 2 rows (and 2 distinct values). Fewer is refused at ``fit``.
 MIN_SAMPLES = 2
-
-#: ``variance_scaling``: "heldout" multiplies every component variance by the MAP scale fitted on
-#: the held-out rows (`dubito.variance_scale`; 1 without held-out rows); "none" keeps the members'.
-VARIANCE_SCALINGS = ("heldout", "none")
 
 # Rows per forward chunk at prediction / gamma time: keeps (L, rows, width) float64
 # activations under ~128 MB.

@@ -27,8 +27,7 @@ def ensemble_state(est) -> tuple[dict, dict]:
     ``gammas``, the scaling, ``loss_curve``, ``validation_curve``; settings ``params`` and ``fitted``
     (the common and training records, lambda_prior, weight_decay, variance_scale)."""
     fitted = dict(est._common_fitted(), **est._training_fitted(), lambda_prior=est.lambda_prior_,
-                  weight_decay=est.weight_decay_, variance_scale=est.variance_scale_,
-                  epochs=est.epochs_, patience=est.patience_)
+                  weight_decay=est.weight_decay_, variance_scale=est.variance_scale_, **est._budget_fitted())
     tensors = {f"net.{k}": v for k, v in est.net_.state_dict().items()}
     tensors["gammas"] = torch.as_tensor(est.gammas_, dtype=torch.float64)
     tensors.update(est._scaling_tensors())
@@ -60,9 +59,7 @@ def ensemble_from_state(cls, tensors, settings, *, device=None):
     est.weight_decay_ = fitted_number(fitted, "weight_decay", nonnegative=True)
     est.variance_scale_ = fitted_number(fitted, "variance_scale", default=1.0, positive=True)  # files before variance scaling: 1
     est._restore_training(fitted, tensors, len(est.loss_curve_), n_units=L)
-    # files before "auto" budgets: the constructor's integers
-    est.epochs_ = int(fitted_number(fitted, "epochs", default=s["epochs"], positive=True))
-    est.patience_ = int(fitted_number(fitted, "patience", default=s["patience"], positive=True))
+    est._restore_budget(fitted, s)
     if not (est.gammas_.shape == (L,) and est.best_epoch_.shape == (L,)
             and est.validation_curve_.ndim == 2 and est.validation_curve_.shape[1] == L):
         raise RuntimeError("inconsistent tensor shapes")
