@@ -44,5 +44,28 @@ def test_prepare_optimizer_leaves_a_cpu_optimizer_alone_and_makes_cuda_ones_capt
     assert sgd.param_groups[0]["lr"] == 0.5
 
 
+def test_prepare_optimizer_uses_the_multi_tensor_adam_with_the_same_arithmetic():
+    """foreach=True is the faster implementation; it must train to the very same weights."""
+    torch.manual_seed(0)
+    X, y = torch.randn(64, 5), torch.randn(64, 1)
+    weights = []
+    for foreach in (None, False):
+        torch.manual_seed(1)
+        net = torch.nn.Sequential(torch.nn.Linear(5, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+        opt = torch.optim.Adam(net.parameters(), lr=1e-2, weight_decay=1e-3, foreach=foreach)
+        if foreach is None:
+            prepare_optimizer(opt, "cpu")
+            assert opt.param_groups[0]["foreach"] is True
+        for _ in range(50):
+            opt.zero_grad()
+            ((net(X) - y) ** 2).mean().backward()
+            opt.step()
+        weights.append(torch.cat([q.detach().flatten() for q in net.parameters()]))
+    assert torch.equal(weights[0], weights[1])
+    fused = torch.optim.Adam([torch.nn.Parameter(torch.zeros(2))], fused=True)
+    prepare_optimizer(fused, "cpu")  # a fused optimiser is left as it is (foreach and fused exclude each other)
+    assert not fused.param_groups[0]["foreach"]
+
+
 def test_a_tensor_learning_rate_is_written_to_checkpoints_as_a_number():
     assert io.json_value({"lr": torch.tensor(0.25), "betas": (0.9, 0.999)}) == {"lr": 0.25, "betas": [0.9, 0.999]}

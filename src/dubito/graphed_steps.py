@@ -46,7 +46,15 @@ def graphs_enabled(device) -> bool:
 def prepare_optimizer(optimizer: torch.optim.Optimizer, device) -> torch.optim.Optimizer:
     """Make ``optimizer`` capturable before its first step where graphs are used: Adam's step
     counter on the device (``capturable=True``) and its learning rate a device tensor of the
-    parameters' dtype."""
+    parameters' dtype.
+
+    On every device, a group that left ``foreach`` unset gets the multi-tensor implementation
+    (PyTorch picks it on CUDA only): the same arithmetic as the per-tensor loop it replaces on
+    the CPU, without its Python overhead per parameter (session 21: a yacht ensemble fit
+    25.7 -> 19.0 s, the same 1,911 epochs and test NLL)."""
+    for group in optimizer.param_groups:
+        if group.get("foreach", False) is None and not group.get("fused"):
+            group["foreach"] = True
     if not graphs_enabled(device):
         return optimizer
     for group in optimizer.param_groups:
