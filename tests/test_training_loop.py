@@ -50,6 +50,24 @@ def test_units_stop_on_their_own_and_training_ends_when_all_are_done():
     assert record.validation_curve.shape == (5, 2)
 
 
+def test_on_plateau_gets_the_units_out_of_patience_and_the_ones_it_keeps_go_on():
+    """Unit 0 is out of patience after epoch 3 and is given one more chance; unit 1 after epoch 4,
+    refused. Unit 0's count starts again (epochs 4-5 without improving), so training ends after 5."""
+    losses = iter([[1.0, 1.0], [2.0, 0.5], [2.0, 0.6], [2.0, 0.7], [2.0, 0.8], [2.0, 0.9], [0.1, 0.1]])
+    calls = []
+
+    def on_plateau(out):
+        calls.append(out.tolist())
+        again = out & np.array([len(calls) == 1, False])
+        return again
+
+    record = run_epochs(lambda e: 0.0, epochs=10, description="t", progress=False, n_units=2, patience=2,
+                        validate=lambda: next(losses), on_plateau=on_plateau)
+    assert calls == [[True, False], [False, True], [True, True]]
+    assert record.stopped_by == "patience" and record.loss_curve.size == 5
+    assert record.best_epoch.tolist() == [1, 2]
+
+
 @pytest.mark.parametrize("start", [0, 2])
 def test_resume_continues_the_curve_and_calls_after_epoch(start):
     seen = []

@@ -207,7 +207,17 @@ class EarlyStopping:
 
     @property
     def done(self) -> bool:
-        return bool(np.all(self.bad_epochs >= self.patience))
+        return bool(np.all(self.out_of_patience))
+
+    @property
+    def out_of_patience(self) -> np.ndarray:
+        """Mask of the units that have gone ``patience`` epochs without improving."""
+        return self.bad_epochs >= self.patience
+
+    def reset_patience(self, units) -> None:
+        """Start the count of epochs without improvement again for the ``units`` (a mask; a
+        learning-rate drop on a plateau); their best losses stay, so they keep only what beats them."""
+        self.bad_epochs = np.where(np.asarray(units, dtype=bool), 0, self.bad_epochs)
 
     def state(self) -> dict:
         """JSON-able state, to resume from a training checkpoint (`from_state`)."""

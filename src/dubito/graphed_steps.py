@@ -32,7 +32,7 @@ from typing import Callable, Sequence
 
 import torch
 
-__all__ = ["GraphedSteps", "graphs_enabled", "prepare_optimizer", "set_learning_rate"]
+__all__ = ["GraphedSteps", "graphs_enabled", "prepare_optimizer", "reset_optimizer_state", "set_learning_rate"]
 
 #: Eager full-batch steps before the capture (PyTorch's whole-network capture example uses 3).
 WARMUP = 3
@@ -73,6 +73,16 @@ def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
             group["lr"].fill_(float(lr))
         else:
             group["lr"] = float(lr)
+
+
+def reset_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
+    """Zero every state tensor in place (Adam: the step count and both moments), so the next step
+    is a fresh optimiser's first; in place, so a captured graph keeps reading the same tensors."""
+    with torch.no_grad():
+        for state in optimizer.state.values():
+            for value in state.values():
+                if torch.is_tensor(value):
+                    value.zero_()
 
 
 class GraphedSteps:

@@ -119,6 +119,7 @@ def run_epochs(
     stop_reason: Callable[[int], str | None] | None = None,
     lr: float | None = None,
     naive_loss: float | None = None,
+    on_plateau: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> TrainingRecord:
     """Train for at most ``epochs`` epochs, stopping early on the held-out losses of ``validate``.
 
@@ -132,7 +133,10 @@ def run_epochs(
     A training loss that is not finite, or (given ``naive_loss``, the per-row loss of predicting
     the mean) above `DIVERGED` times it and not back within `RECOVERED` times it in the next epoch
     (or above it in the last epoch), stops training with a FloatingPointError naming ``lr``
-    (`check_divergence`).
+    (`check_divergence`). ``on_plateau(out)`` is called after a validation where some units are out
+    of patience (the mask ``out``); it returns the mask of those it gave another chance (say, their
+    best state restored and a lower learning rate), whose patience counts start again
+    (`EarlyStopping.reset_patience`). Training ends when every unit is out of patience.
     """
     if validate is not None and stopper is None:
         stopper = EarlyStopping(patience, n_units)
@@ -153,6 +157,11 @@ def run_epochs(
                 if keep_best is not None:
                     keep_best(improved)
                 text += f" held-out {np.nanmean(held_out):.4g}"
+                if on_plateau is not None and stopper.out_of_patience.any():
+                    again = np.asarray(on_plateau(stopper.out_of_patience.copy()), dtype=bool)
+                    if again.any():
+                        stopper.reset_patience(again)
+                        text += f" plateau: {int(again.sum())} unit(s) go on at a lower learning rate"
                 if stopper.done:  # the bar ends full, at the epochs run
                     text += f" stopped, best epoch {int(stopper.best_epoch.max())}"
             if after_epoch is not None:

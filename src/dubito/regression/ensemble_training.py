@@ -5,7 +5,8 @@ over all parameters, the loss summed over members: Adam and coupled L2 act eleme
 exactly L independent trainings. Member l draws its initialisation and mini-batch order from its own
 generator (`member_generators`), may stop early on its own held-out NLL (`dubito.early_stopping`),
 and the run can be checkpointed and resumed (`MemberCheckpoint`, `dubito.training_checkpoint`). The
-learning rate follows one of the `LR_DROPS` schedules over the last epochs (`lr_factor`).
+learning rate follows one of the `LR_DROPS` schedules over the last epochs (`lr_factor`), or drops
+per member on a plateau of its held-out NLL ("plateau").
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import torch
 
 from dubito._estimator import seeds_from
 from dubito.early_stopping import EarlyStopping, best_copy, copy_best_members
-from dubito.graphed_steps import GraphedSteps, prepare_optimizer, set_learning_rate
+from dubito.graphed_steps import GraphedSteps, prepare_optimizer, reset_optimizer_state, set_learning_rate
 from dubito.nn.batched import BatchedGaussianMLP, gaussian_nll, member_permutations
 from dubito.training_checkpoint import load_training, save_training
 from dubito.training_loop import NAIVE_GAUSSIAN_NLL, run_epochs
@@ -33,8 +34,15 @@ __all__ = ["DROP_EPOCHS", "LR_DROPS", "MemberCheckpoint", "lr_factor", "member_g
 #: "step_cumulative" x0.1 in each of the last 5 epochs, cumulative: the other reading of
 #:                   the toy sentence (P11).
 #: "none"            constant learning rate.
-LR_DROPS = ("halving", "step", "step_cumulative", "none")
+#: "plateau"         on held-out rows: when every member has gone ``patience`` epochs without
+#:                   a better held-out NLL, all get their best weights back and go on from a
+#:                   fresh Adam at ``PLATEAU_FACTOR`` times the rate, at most ``PLATEAU_DROPS``
+#:                   times; then training ends. Constant without held-out rows.
+LR_DROPS = ("halving", "step", "step_cumulative", "none", "plateau")
 DROP_EPOCHS = 5
+#: Keras' ``ReduceLROnPlateau`` factor; one drop (docs/results/ensemble-budget.md, session 21).
+PLATEAU_FACTOR = 0.1
+PLATEAU_DROPS = 1
 
 #: The class name recorded in a training checkpoint (`dubito.training_checkpoint`).
 _CHECKPOINT_KIND = "DeepEnsembleTrainingCheckpoint"
@@ -51,7 +59,7 @@ def lr_factor(epoch: int, epochs: int, schedule: str) -> float:
         raise ValueError(f"lr_drop must be one of {list(LR_DROPS)}, got {schedule!r}")
     n_drop = min(DROP_EPOCHS, epochs - 1)
     k = epoch - (epochs - n_drop) + 1  # 1 in the first dropped epoch
-    if schedule == "none" or k < 1:
+    if schedule in ("none", "plateau") or k < 1:
         return 1.0
     if schedule == "halving":
         return 0.5**k
@@ -110,6 +118,10 @@ def train_members(
     weights of its best epoch, training ends when every member has gone ``stopper.patience``
     epochs without improving (or at ``epochs``), and ``net`` ends with each member's best
     weights. Member l's rows, order and stopping depend only on its own stream, as without it.
+    With ``lr_drop="plateau"``, when every member is out of patience they all get their best
+    weights back and go on from a fresh Adam at ``PLATEAU_FACTOR`` times the learning rate, up to
+    ``PLATEAU_DROPS`` times: the drop's epoch depends on every member, so the first k members of
+    an ensemble are no longer a k-member ensemble.
 
     With a ``checkpoint`` the weights (and the best weights), Adam's state, the members'
     generators, the curves and the stopper are saved atomically every ``checkpoint.every``
@@ -138,6 +150,18 @@ def train_members(
             mean, var, _ = net(validation[0])
             return gaussian_nll(mean, var, validation[1]).double().cpu().numpy()
 
+    drops = [0]  # learning-rate drops on a plateau ("plateau")
+    on_plateau = None
+    if lr_drop == "plateau" and stopper is not None:
+
+        def on_plateau(out: np.ndarray) -> np.ndarray:
+            if not out.all() or drops[0] >= PLATEAU_DROPS:
+                return np.zeros_like(out)
+            net.load_state_dict(best.state_dict())  # every member's best weights come back
+            reset_optimizer_state(opt)
+            drops[0] += 1
+            return np.ones_like(out)
+
     parts = dict(modules=modules, optimizer=opt, generators={f"member{l}": g for l, g in enumerate(generators)})
     start = 0
     if checkpoint is not None and checkpoint.resume and checkpoint.path.is_file():
@@ -145,6 +169,7 @@ def train_members(
         curve = list(np.asarray(record["curve"], dtype=np.float64).reshape(start, L))
         if stopper is not None:
             stopper.restore(record["stopper"])
+        drops[0] = int(record.get("lr_drops", 0))
         prepare_optimizer(opt, X.device)  # the file holds the learning rate as a number
 
     def step(idx: torch.Tensor) -> torch.Tensor:
@@ -158,7 +183,7 @@ def train_members(
     run_step = GraphedSteps(step, device=X.device)
 
     def train_epoch(epoch: int) -> float:
-        set_learning_rate(opt, lr * lr_factor(epoch, epochs, lr_drop))
+        set_learning_rate(opt, lr * lr_factor(epoch, epochs, lr_drop) * PLATEAU_FACTOR ** drops[0])
         perms = member_permutations(n, generators, device=X.device)
         total = torch.zeros(L, dtype=torch.float64, device=X.device)
         for first in range(0, n, batch_size):
@@ -173,6 +198,8 @@ def train_members(
             record = {"curve": np.asarray(curve).tolist()}
             if stopper is not None:
                 record["stopper"] = stopper.state()
+            if on_plateau is not None:
+                record["lr_drops"] = drops[0]
             save_training(checkpoint.path, _CHECKPOINT_KIND, checkpoint.settings, epoch=epoch + 1,
                           record=record, **parts)
 
@@ -180,6 +207,6 @@ def train_members(
     run_epochs(train_epoch, epochs=epochs, description=f"{description} (L={L})", progress=progress,
                validate=validate, n_units=L, keep_best=keep_best, restore_best=restore_best, stopper=stopper,
                start_epoch=start, loss_curve=[c.mean() for c in curve], after_epoch=after_epoch, lr=lr,
-               naive_loss=NAIVE_GAUSSIAN_NLL)
+               naive_loss=NAIVE_GAUSSIAN_NLL, on_plateau=on_plateau)
     net.eval()
     return np.asarray(curve, dtype=np.float64).reshape(-1, L)
