@@ -279,6 +279,7 @@ def store_rename_method(
     old: str = typer.Argument(..., help="the method's name in the stored cells"),
     new: str = typer.Argument(..., help="its new name (as `dubito methods` lists it)"),
     store: Path = typer.Option(Path("dubito-results.sqlite"), help="SQLite results store to change"),
+    dataset: list[str] = typer.Option(None, "--dataset", help="only this data set's cells (repeatable)"),
 ):
     """Rename a method in an experiment's stored cells (and a variant keyed by it), so that a renamed
     method's finished cells still count."""
@@ -286,7 +287,7 @@ def store_rename_method(
 
     try:
         with ResultsStore(store, create=False) as s:
-            n = s.rename_method(experiment, old, new)
+            n = s.rename_method(experiment, old, new, datasets=dataset or None)
     except (ValueError, FileNotFoundError) as exc:
         _fail(exc)
     console.print(f"renamed {n} {experiment} cells of {old} to {new} in {store}")

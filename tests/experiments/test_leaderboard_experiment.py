@@ -20,9 +20,13 @@ def test_grids(uci_dir, monkeypatch):
     assert [(c.dataset, c.method, c.split) for c in quick] == [("yacht", "ensemble", 0), ("yacht", "ensemble-tuned", 0)]
     paper = E.cells("paper")
     # the costly methods run on the first 5 splits of each set (protein has only 5)
-    full = len(lb.METHODS) + len(lb.PEERS) - len(lb.FIRST_SPLITS_ONLY)
-    assert len(paper) == full * (8 * 20 + 5) + len(lb.FIRST_SPLITS_ONLY) * 9 * 5
+    full = len(lb.METHODS) + len(lb.PEERS) - len(lb.FIRST_SPLITS_ONLY) - len(lb.COMPARED_ON)
+    compared = sum(20 * len(sets) for sets in lb.COMPARED_ON.values())  # none of them on protein
+    assert len(paper) == full * (8 * 20 + 5) + len(lb.FIRST_SPLITS_ONLY) * 9 * 5 + compared
     assert {c.split for c in paper if c.method == "deepnoise"} == set(range(5))
+    # a comparison row runs only on the sets its change moved
+    assert {c.dataset for c in paper if c.method == "mc-dropout-unscaled"} == {"wine", "kin8nm", "naval", "power"}
+    assert {c.dataset for c in E.cells("defaults") if c.method == "ensemble-epochs"} == set(lb.SMALL_SETS)
     assert {entry for entry, _ in lb.METHODS.values()} <= set(REGISTRY)  # every row is a CLI method
     assert set(lb.TARGET_NLL) == set(uci.DATASETS)
 
@@ -101,6 +105,12 @@ def test_the_epoch_budget_rows_are_the_estimators_before_auto():
     assert "ensemble-epochs" in lb.FAST and lb.METHODS["ensemble-epochs"] == ("ensemble", False)
     dropout = lb.get_method("mc-dropout").make(**lb.OVERRIDES["mc-dropout-epochs"])
     assert (dropout.patience, dropout.epochs) == (20, 500) and lb.get_method("mc-dropout").make().patience == "auto"
+    # the rows renamed before session 21's changes keep what their cells ran with: a constant rate, no scale
+    assert before.lr_drop == "none" and now.lr_drop == "plateau"
+    assert lb.get_method("ensemble").make(**lb.OVERRIDES["ensemble-constant-lr"]).lr_drop == "none"
+    assert dropout.variance_scaling == "none" and lb.get_method("mc-dropout").make().variance_scaling == "auto"
+    for row in ("mc-dropout-paper", "mc-dropout-unscaled"):
+        assert lb.get_method("mc-dropout").make(**lb.OVERRIDES[row]).variance_scaling == "none"
     # the -paper rows keep the patience their cells ran with
     assert lb.get_method("mc-dropout").make(**lb.OVERRIDES["mc-dropout-paper"]).patience == 20
 

@@ -10,7 +10,8 @@ rename-method`); ood's rewritten when its fits moved to the estimators' `sample_
 predictors evaluated in float64, not float32: 54 of its 140 metrics moved, by at most 8e-6
 relative, the AUROC of ood-wave's MFVI); leaderboard's and recalibrate's rewritten when the deep
 ensemble's default budget became step-counted (session 20: the ensemble's numbers on yacht were
-meant to move; leaderboard's quick cells now cap at 50 epochs). The test runs the preset again into a fresh store and
+meant to move; leaderboard's quick cells now cap at 50 epochs); recalibrate's again when the
+ensemble's learning rate began to drop on a plateau (session 21, commit 03a42d7). The test runs the preset again into a fresh store and
 compares every stored number of every cell (variants and artefacts; timings excluded) at rtol 1e-9:
 runs were bit-identical from 4a1f926 to 7e889e8 except 8 numbers at 2e-16 to 2e-10
 (docs/results/performance.md), so 1e-9 passes rounding-level changes of the arithmetic and fails a

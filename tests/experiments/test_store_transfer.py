@@ -184,6 +184,19 @@ def test_rename_method_moves_every_cell_of_the_old_name_and_refuses_clashes(tmp_
         store.rename_method("exp", "bp", " ")
 
 
+def test_rename_method_of_some_data_sets_only(tmp_path):
+    store = ResultsStore(tmp_path / "s.sqlite")
+    for dataset in ("wine", "yacht", "naval"):
+        store.write(Cell("lb", "p", dataset, "mc", 0, 0, {}), CellResult(variants={"mc": {"nll": 1.0}}),
+                    status="done", seconds=1.0, runner_id="r")
+    assert store.rename_method("lb", "mc", "mc-old", datasets=["wine", "naval"]) == 2
+    cells = {c.dataset: c for c in store.rows("lb", status=None)}
+    assert {d: c.method for d, c in cells.items()} == {"wine": "mc-old", "yacht": "mc", "naval": "mc-old"}
+    assert list(cells["naval"].variants) == ["mc-old"] and list(cells["yacht"].variants) == ["mc"]
+    assert store.claim(Cell("lb", "p", "yacht", "mc", 1, 0, {}), "r2")  # a claim on another data set
+    assert store.rename_method("lb", "mc", "mc-old", datasets=["kin8nm"]) == 0
+
+
 def test_rename_method_renames_a_variant_keyed_by_the_method(tmp_path):
     """The leaderboard keys a cell's variants by its method: renaming the method renames that
     variant too (same numbers, same order); other variants and other methods' cells stay."""

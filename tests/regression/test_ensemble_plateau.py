@@ -39,7 +39,8 @@ def test_a_plateau_run_is_two_early_stopped_runs_back_to_back(tensors):
     X, y, validation = tensors
     net = _net(X.shape[1])
     stopper = EarlyStopping(PATIENCE, L)
-    curve = _train(net, training.member_generators(6, L), X, y, validation, lr=LR, epochs=EPOCHS, stopper=stopper, lr_drop="plateau")
+    curve = _train(net, training.member_generators(6, L), X, y, validation, lr=LR, epochs=EPOCHS, stopper=stopper,
+                   lr_drop="plateau")
 
     ref, gens = _net(X.shape[1]), training.member_generators(6, L)  # the same streams again
     first = EarlyStopping(PATIENCE, L)

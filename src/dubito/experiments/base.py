@@ -66,6 +66,8 @@ class Preset:
     ``methods``: method name -> settings passed to the experiment's cell function.
     ``method_splits``: method name -> k, run that method on the first k of those splits only
     (a costly method's cells on a subset, as a protocol allows; the report says so).
+    ``method_datasets``: method name -> the data sets it runs on (a comparison row kept only where
+    a changed default changed the numbers); every one of ``datasets`` otherwise.
     """
 
     name: str
@@ -75,6 +77,7 @@ class Preset:
     seeds: tuple[int, ...] = (0,)
     splits: tuple[int, ...] | None = None
     method_splits: Mapping[str, int] = field(default_factory=dict)
+    method_datasets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -160,7 +163,7 @@ class Experiment:
                 continue
             splits = p.splits if p.splits is not None else tuple(range(self.n_splits(dataset)))
             for method, settings in p.methods.items():
-                if methods and method not in methods:
+                if (methods and method not in methods) or dataset not in p.method_datasets.get(method, (dataset,)):
                     continue
                 for split in splits[: p.method_splits.get(method, len(splits))]:
                     for seed in p.seeds:

@@ -38,7 +38,7 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from dubito.experiments.base import Cell, CellResult
 from dubito.experiments.provenance import git_commit, package_version
@@ -369,28 +369,31 @@ class ResultsStore:
 
         return self._tx(tx)
 
-    def rename_method(self, experiment: str, old: str, new: str) -> int:
+    def rename_method(self, experiment: str, old: str, new: str, datasets: Sequence[str] | None = None) -> int:
         """Give ``experiment``'s cells of method ``old`` the name ``new`` (when a method is renamed,
-        so that the stored cells keep counting as done); return how many were renamed. A variant
+        so that the stored cells keep counting as done); return how many were renamed. Only the cells
+        of ``datasets`` when given (a default that changed on some data sets only). A variant
         named ``old`` in those cells (experiments that key their variants by the method, as the
         leaderboard does) is renamed too, in place. Refused while a runner holds a claim on ``old``
         or when a cell of ``new`` has the same key."""
         if not new.strip():
             raise ValueError("the new method name is empty")
+        only = "" if datasets is None else f" AND dataset IN ({', '.join('?' * len(datasets))})"
+        picked = () if datasets is None else tuple(datasets)
 
         def tx(conn):
             where = "experiment = ? AND method = ?"
-            if conn.execute(f"SELECT 1 FROM claims WHERE {where} LIMIT 1", (experiment, old)).fetchone():
+            if conn.execute(f"SELECT 1 FROM claims WHERE {where}{only} LIMIT 1", (experiment, old, *picked)).fetchone():
                 raise ValueError(f"a runner is working on {experiment} cells of {old!r}; rename when it has finished")
             clash = conn.execute(
                 "SELECT a.preset, a.dataset, a.split, a.seed FROM cells a JOIN cells b USING "
-                "(experiment, preset, dataset, split, seed) WHERE a.experiment = ? AND a.method = ? AND b.method = ? "
-                "LIMIT 1", (experiment, old, new)).fetchone()
+                "(experiment, preset, dataset, split, seed) WHERE a.experiment = ? AND a.method = ? AND b.method = ?"
+                + only.replace("dataset", "a.dataset") + " LIMIT 1", (experiment, old, new, *picked)).fetchone()
             if clash:
                 raise ValueError(f"the store holds {experiment} cells of both {old!r} and {new!r} "
                                  f"(e.g. preset {clash[0]}, {clash[1]}, split {clash[2]}, seed {clash[3]})")
-            keyed = conn.execute(f"SELECT preset, dataset, split, seed, variants FROM cells WHERE {where}",
-                                 (experiment, old)).fetchall()
+            keyed = conn.execute(f"SELECT preset, dataset, split, seed, variants FROM cells WHERE {where}{only}",
+                                 (experiment, old, *picked)).fetchall()
             for preset, dataset, split, seed, text in keyed:
                 variants = json.loads(text)
                 if isinstance(variants, dict) and old in variants:
@@ -398,7 +401,7 @@ class ResultsStore:
                     conn.execute(f"UPDATE cells SET variants = ? WHERE {where} AND preset = ? AND dataset = ? "
                                  "AND split = ? AND seed = ?",
                                  (_dumps(renamed, "variants"), experiment, old, preset, dataset, split, seed))
-            return conn.execute(f"UPDATE cells SET method = ? WHERE {where}", (new, experiment, old)).rowcount
+            return conn.execute(f"UPDATE cells SET method = ? WHERE {where}{only}", (new, experiment, old, *picked)).rowcount
 
         return self._tx(tx)
 
