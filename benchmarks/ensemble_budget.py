@@ -1,7 +1,8 @@
 """The deep ensemble's training budget counted in optimiser steps, chosen on validation rows (issue 19).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/ensemble_budget.py [--datasets boston concrete energy
-        wine yacht kin8nm] [--splits 3] [--diabetes 10] [--methods ensemble] [--out FILE]
+        wine yacht kin8nm] [--splits 3] [--diabetes 10] [--methods ensemble] [--compare budget|schedule]
+        [--out FILE]
 
 `DeepEnsembleRegressor` stops each member on its held-out NLL. With a patience of 20 epochs and a
 cap of 500, the budget before "auto", a small set stops early: yacht's training rows make 3-4
@@ -19,6 +20,10 @@ splits 0..``--diabetes``-1. A check, not a timed test; about 15 min on one threa
 ``--methods`` runs the same comparison for other `dubito.methods` regressors that train an
 `_MLPRegressor` (deterministic, mc-dropout, mdn): their epoch budget is their own default cap with
 a patience of 20, against "auto" (the 10-member row is the ensemble's only).
+
+``--compare schedule`` (session 21): the ensemble's learning rate constant (``lr_drop="none"``, the
+default before) against dropped to a tenth on a plateau of the held-out NLL (``"plateau"``, now the
+default), the budget "auto" in both. The budget rows keep the constant rate they were measured with.
 """
 
 from __future__ import annotations
@@ -42,17 +47,23 @@ from _common import (  # noqa: E402
 one_thread_env()
 
 BUDGETS = {
-    "epochs (patience 20, cap 500)": dict(patience=20, epochs=500),
-    "steps (auto: 1,000 / 20,000)": dict(),
-    "steps (auto), 10 members": dict(n_members=10),
+    "epochs (patience 20, cap 500)": dict(patience=20, epochs=500, lr_drop="none"),
+    "steps (auto: 1,000 / 20,000)": dict(lr_drop="none"),
+    "steps (auto), 10 members": dict(n_members=10, lr_drop="none"),
+}
+SCHEDULES = {
+    "constant rate (lr_drop none)": dict(lr_drop="none"),
+    "plateau drop (lr_drop plateau)": dict(lr_drop="plateau"),
 }
 
 
-def budgets(method: str, default_epochs) -> dict[str, dict]:
-    """The budgets compared for ``method``: `BUDGETS` for the ensemble (whose default is "auto");
-    for the others their own epoch cap with a patience of 20, against "auto"."""
+def budgets(method: str, default_epochs, compare: str = "budget") -> dict[str, dict]:
+    """The settings compared for ``method``: `BUDGETS` (or `SCHEDULES`) for the ensemble (whose
+    default is "auto"); for the others their own epoch cap with a patience of 20, against "auto"."""
     if method == "ensemble":
-        return BUDGETS
+        return SCHEDULES if compare == "schedule" else BUDGETS
+    if compare == "schedule":
+        raise SystemExit("--compare schedule is the ensemble's (its lr_drop)")
     return {f"epochs (patience 20, cap {default_epochs})": dict(patience=20, epochs=default_epochs),
             "steps (auto: 1,000 / 20,000)": dict(patience="auto", epochs="auto")}
 
@@ -69,6 +80,8 @@ def main(argv=None) -> None:
     ap.add_argument("--splits", type=int, default=3, help="first standard splits per set")
     ap.add_argument("--diabetes", type=int, default=10, help="diabetes test splits for the README's claim (0: skip)")
     ap.add_argument("--methods", nargs="*", default=["ensemble"], help="dubito.methods regressors")
+    ap.add_argument("--compare", choices=("budget", "schedule"), default="budget",
+                    help="budget: epochs against steps; schedule: the ensemble's constant rate against a plateau drop")
     ap.add_argument("--out", default=None, help="also write the tables to this file")
     args = ap.parse_args(argv)
     torch = torch_one_thread()
@@ -89,7 +102,7 @@ def main(argv=None) -> None:
     out("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, method in ((d, m) for d in args.datasets for m in args.methods):
         ds = load(name)
-        grid = budgets(method, get_method(method).make().epochs)
+        grid = budgets(method, get_method(method).make().epochs, args.compare)
         rows = {label: [] for label in grid}
         for split in range(args.splits):
             X, y, _, _ = ds.split(split)
@@ -115,7 +128,7 @@ def main(argv=None) -> None:
         out("| budget | coverage@95 mean | min | max | test NLL |")
         out("|---|---:|---:|---:|---:|")
         ds = load("diabetes")
-        for label, budget in list(BUDGETS.items())[:2]:
+        for label, budget in list(budgets("ensemble", None, args.compare).items())[:2]:
             covs, nlls = [], []
             for split in range(args.diabetes):
                 progress(f"diabetes split {split} {label}")
