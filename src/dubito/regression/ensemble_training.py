@@ -6,7 +6,7 @@ exactly L independent trainings. Member l draws its initialisation and mini-batc
 generator (`member_generators`), may stop early on its own held-out NLL (`dubito.early_stopping`),
 and the run can be checkpointed and resumed (`MemberCheckpoint`, `dubito.training_checkpoint`). The
 learning rate follows one of the `LR_DROPS` schedules over the last epochs (`lr_factor`), or drops
-per member on a plateau of its held-out NLL ("plateau").
+to a tenth once every member's held-out NLL has reached a plateau ("plateau").
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def train_members(
     an ensemble are no longer a k-member ensemble.
 
     With a ``checkpoint`` the weights (and the best weights), Adam's state, the members'
-    generators, the curves and the stopper are saved atomically every ``checkpoint.every``
+    generators, the curves, the stopper and the plateau drops so far are saved atomically every ``checkpoint.every``
     epochs and at the end; ``checkpoint.resume`` restores them first, so the run ends where an
     uninterrupted one would.
     """
