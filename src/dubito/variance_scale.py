@@ -38,10 +38,10 @@ __all__ = ["AUTO_MIN_HELDOUT_ROWS", "AUTO_VARIANCE_SCALINGS", "PRIOR_SD", "VARIA
 #: held-out rows up and "none" below.
 VARIANCE_SCALINGS = ("heldout", "none")
 AUTO_VARIANCE_SCALINGS = ("auto",) + VARIANCE_SCALINGS
-#: MC dropout's scale on the first 3 standard splits' validation rows (session 20-21): it helped
-#: wherever the held-out tenth had 144 rows or more (wine neutral, kin8nm -1.199 -> -1.231, naval
-#: coverage@95 1.000 -> 0.954) and hurt NLL with 25-93 (yacht 1.96 -> 2.64, boston, concrete)
-#: except energy's 62-69 (1.32 -> 1.18).
+#: MC dropout's scale on the validation rows of the first 3 standard splits (sessions 20-21,
+#: docs/results/ensemble-budget.md): it helped or was neutral on the sets whose test cells hold out
+#: 144 rows or more (wine, kin8nm -1.199 -> -1.231, power, naval coverage@95 1.000 -> 0.954) and
+#: hurt NLL on those with 28-93 (yacht 1.96 -> 2.64, boston, concrete), but for energy's 69.
 AUTO_MIN_HELDOUT_ROWS = 100
 
 #: tau, the prior sd of log c (module docstring).

@@ -140,9 +140,10 @@ class MCDropoutRegressor(_MLPRegressor):
         rows number at least ``AUTO_MIN_HELDOUT_ROWS`` (100), else "none". On validation rows
         (first 3 standard splits) the scale helped with many held-out rows: naval split 0 NLL
         -5.14 -> -5.50 and coverage@95 1.000 -> 0.954 (c = 0.25), kin8nm -1.199 -> -1.231 and
-        0.980 -> 0.952 (c = 0.71), power 2.780 -> 2.776, wine 0.937 -> 0.936; with a few dozen it is
-        noisy: yacht (25 rows) 1.96 -> 2.64 (c = 0.10 on one split), boston and concrete worse and
-        under-covering (0.905, 0.899), though energy gained (1.32 -> 1.18, coverage 0.983 -> 0.944).
+        0.980 -> 0.952 (c = 0.71), power 2.780 -> 2.776, wine 0.937 -> 0.936; with a few dozen it
+        is noisy: yacht (28 rows in a test cell) 1.96 -> 2.64 (c = 0.10 on one split), boston and
+        concrete worse and under-covering (0.905, 0.899), though energy gained (1.32 -> 1.18,
+        coverage 0.983 -> 0.944).
 
     Fitted attributes
     -----------------
