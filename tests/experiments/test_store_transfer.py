@@ -195,6 +195,8 @@ def test_rename_method_of_some_data_sets_only(tmp_path):
     assert list(cells["naval"].variants) == ["mc-old"] and list(cells["yacht"].variants) == ["mc"]
     assert store.claim(Cell("lb", "p", "yacht", "mc", 1, 0, {}), "r2")  # a claim on another data set
     assert store.rename_method("lb", "mc", "mc-old", datasets=["kin8nm"]) == 0
+    with pytest.raises(ValueError, match="datasets is empty"):
+        store.rename_method("lb", "mc", "mc-old", datasets=[])
 
 
 def test_rename_method_renames_a_variant_keyed_by_the_method(tmp_path):

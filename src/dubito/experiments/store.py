@@ -378,12 +378,15 @@ class ResultsStore:
         or when a cell of ``new`` has the same key."""
         if not new.strip():
             raise ValueError("the new method name is empty")
+        if datasets is not None and not datasets:
+            raise ValueError("datasets is empty: name at least one, or pass None for every data set")
         only = "" if datasets is None else f" AND dataset IN ({', '.join('?' * len(datasets))})"
         picked = () if datasets is None else tuple(datasets)
 
         def tx(conn):
             where = "experiment = ? AND method = ?"
-            if conn.execute(f"SELECT 1 FROM claims WHERE {where}{only} LIMIT 1", (experiment, old, *picked)).fetchone():
+            claimed = conn.execute(f"SELECT 1 FROM claims WHERE {where}{only} LIMIT 1", (experiment, old, *picked))
+            if claimed.fetchone():
                 raise ValueError(f"a runner is working on {experiment} cells of {old!r}; rename when it has finished")
             clash = conn.execute(
                 "SELECT a.preset, a.dataset, a.split, a.seed FROM cells a JOIN cells b USING "
@@ -401,7 +404,8 @@ class ResultsStore:
                     conn.execute(f"UPDATE cells SET variants = ? WHERE {where} AND preset = ? AND dataset = ? "
                                  "AND split = ? AND seed = ?",
                                  (_dumps(renamed, "variants"), experiment, old, preset, dataset, split, seed))
-            return conn.execute(f"UPDATE cells SET method = ? WHERE {where}{only}", (new, experiment, old, *picked)).rowcount
+            renamed = conn.execute(f"UPDATE cells SET method = ? WHERE {where}{only}", (new, experiment, old, *picked))
+            return renamed.rowcount
 
         return self._tx(tx)
 
