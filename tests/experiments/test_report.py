@@ -272,6 +272,20 @@ def test_plots_are_valid_pngs_linked_relatively(report):
     assert on_disk == {Path(link).name for link in links} | {"cells-paper.jsonl"}
 
 
+def test_a_large_cells_file_is_written_gzipped_in_place_of_the_text(report, tmp_path, monkeypatch):
+    import dubito.experiments.report as report_module
+
+    store_path = report[2]
+    out = tmp_path / "big"
+    monkeypatch.setattr(report_module, "GZIP_OVER_BYTES", 10)
+    text = write_report("fixture", store_path, out_dir=out, preset="paper").read_text(encoding="utf-8")
+    assert (out / "fixture" / "cells-paper.jsonl.gz").is_file() and not (out / "fixture" / "cells-paper.jsonl").exists()
+    assert "cells-paper.jsonl.gz --store" in text
+    monkeypatch.setattr(report_module, "GZIP_OVER_BYTES", 1 << 30)  # small again: the text, the .gz gone
+    write_report("fixture", store_path, out_dir=out, preset="paper")
+    assert {p.name for p in (out / "fixture").glob("cells-*")} == {"cells-paper.jsonl"}
+
+
 def test_report_rebuilt_from_its_cells_file(report, tmp_path):
     """The cells file beside the page rebuilds the same page in a fresh store (provenance kept)."""
     text, path, store_path = report[0], report[1], report[2]

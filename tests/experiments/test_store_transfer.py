@@ -184,6 +184,24 @@ def test_rename_method_moves_every_cell_of_the_old_name_and_refuses_clashes(tmp_
         store.rename_method("exp", "bp", " ")
 
 
+def test_a_gzipped_export_holds_the_same_cells_in_the_same_bytes_each_time(tmp_path):
+    src = _source(tmp_path / "a.sqlite")
+    plain, packed = tmp_path / "c.jsonl", tmp_path / "c.jsonl.gz"
+    assert export_cells(src, plain, "exp", "paper") == export_cells(src, packed, "exp", "paper")
+    import gzip
+
+    assert packed.read_bytes()[:2] == b"\x1f\x8b" and gzip.decompress(packed.read_bytes()) == plain.read_bytes()
+    first = packed.read_bytes()
+    export_cells(src, packed, "exp", "paper")
+    assert packed.read_bytes() == first  # no time stamp inside
+    a, b = ResultsStore(tmp_path / "p.sqlite"), ResultsStore(tmp_path / "g.sqlite")
+    assert import_cells(a, plain) == import_cells(b, packed)
+    assert [asdict(c) for c in a.rows("exp", status=None)] == [asdict(c) for c in b.rows("exp", status=None)]
+    packed.write_bytes(first[: len(first) // 2])  # cut short
+    with pytest.raises(ValueError, match="damaged gzip file"):
+        import_cells(b, packed)
+
+
 def test_rename_method_of_some_data_sets_only(tmp_path):
     store = ResultsStore(tmp_path / "s.sqlite")
     for dataset in ("wine", "yacht", "naval"):

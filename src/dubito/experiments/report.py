@@ -52,7 +52,7 @@ from dubito.experiments.report_rows import (
     _match_paper,
 )
 from dubito.experiments.store import ResultsStore
-from dubito.experiments.store_transfer import export_cells
+from dubito.experiments.store_transfer import GZIP_OVER_BYTES, export_cells
 from dubito.io import atomic_write_text
 
 __all__ = ["write_report", "Stat", "summarize", "fmt", "flag_exceeds", "DIRTY_SUFFIX"]
@@ -291,6 +291,13 @@ def write_report(experiment: str, store, out_dir="docs/results", preset: str = "
     # the finished cells as text beside the page: a store is a local file, this is what a commit keeps
     cells_file = out_dir / experiment / f"cells-{preset}.jsonl"
     export_cells(store_obj, cells_file, experiment, preset)
+    packed = cells_file.with_name(cells_file.name + ".gz")
+    if cells_file.stat().st_size > GZIP_OVER_BYTES:  # a large file travels gzipped
+        export_cells(store_obj, packed, experiment, preset)
+        cells_file.unlink()
+        cells_file = packed
+    else:
+        packed.unlink(missing_ok=True)
     import_cmd = f"dubito store import {shlex.quote(_display_path(cells_file))} --store {shlex.quote(store_shown)}"
 
     lines = [

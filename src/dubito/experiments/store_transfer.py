@@ -7,10 +7,13 @@ then one finished cell per line with every column of `StoredCell` (metrics, arte
 settings, and the provenance: version, commit, runner, host, device, finish time), sorted by
 key. `export_cells` writes it atomically; `import_cells` adds the cells a store lacks, keeping
 their provenance, and never replaces a finished cell (first result wins, as in the store).
+A path ending in ".gz" is written gzipped, and a gzipped file is read as such (a results page's
+cells over `GZIP_OVER_BYTES`).
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 from dataclasses import asdict, fields
@@ -18,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 
 from dubito.experiments.store import APPLICATION, ResultsStore, StoredCell
-from dubito.io import atomic_write_text
+from dubito.io import atomic_write_bytes
 
 __all__ = ["export_cells", "import_cells", "FORMAT"]
 
@@ -70,16 +73,24 @@ def _header() -> dict:
     return {"application": APPLICATION, "format": FORMAT, "schema_version": ResultsStore.SCHEMA_VERSION}
 
 
+#: A results page's cells file larger than this is written gzipped (``cells-<preset>.jsonl.gz``), so
+#: the repository does not carry megabytes of text; `import_cells` reads either.
+GZIP_OVER_BYTES = 1 << 20
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
 def export_cells(store: ResultsStore, path, experiment: str, preset: str | None = None) -> int:
     """Write the finished cells of ``experiment`` (optionally one ``preset``) to ``path``
-    atomically; return how many. Raises ValueError when there are none."""
+    atomically, gzipped when ``path`` ends in ".gz" (no time stamp: the same cells give the same
+    bytes); return how many. Raises ValueError when there are none."""
     rows = store.rows(experiment, preset, status="done")
     if not rows:
         which = f"{experiment!r}" + (f" preset {preset!r}" if preset else "")
         raise ValueError(f"the store {store.path} holds no finished cells of {which}: nothing to export")
     lines = [json.dumps(_header(), sort_keys=True)]
     lines += [json.dumps(asdict(r), allow_nan=True) for r in rows]  # key order kept: variants are ordered
-    atomic_write_text(path, "\n".join(lines) + "\n")
+    data = ("\n".join(lines) + "\n").encode("utf-8")
+    atomic_write_bytes(path, gzip.compress(data, mtime=0) if str(path).endswith(".gz") else data)
     return len(rows)
 
 
@@ -87,8 +98,13 @@ def _parse(path: Path) -> list[StoredCell]:
     """Every cell of the file, checked; ValueError naming the file and line on anything wrong."""
     if not path.is_file():
         raise FileNotFoundError(f"no cells file at {path}")
+    data = path.read_bytes()
     try:
-        text = path.read_text(encoding="utf-8").splitlines()
+        if data[:2] == _GZIP_MAGIC:
+            data = gzip.decompress(data)
+        text = data.decode("utf-8").splitlines()
+    except (OSError, EOFError):
+        raise ValueError(f"{path} is a damaged gzip file, not a {FORMAT} file") from None
     except UnicodeDecodeError:
         raise ValueError(f"{path} is not UTF-8 text, not a {FORMAT} file") from None
     if not text:
