@@ -18,6 +18,7 @@ from dubito.regression import (
     DeepNoiseRegressor,
     DeepNoiseSGDRegressor,
     DeterministicRegressor,
+    EnsembleHMCRegressor,
     HyperVIRegressor,
     ImplicitCopulaRegressor,
     LastLayerLaplaceRegressor,
@@ -33,6 +34,8 @@ from dubito.regression import (
 #: the checks' 10-row data sets.
 REGRESSORS = [
     DeepEnsembleRegressor(n_members=2, hidden=(16,), epochs=20, batch_size=8, lr=1e-2, progress=False, random_state=0),
+    EnsembleHMCRegressor(n_members=2, hidden=(16,), epochs=20, batch_size=8, lr=1e-2, n_warmup=10, n_draws=10,
+                         thin=2, n_leapfrog=3, progress=False, random_state=0),
     DeterministicRegressor(hidden=(16,), lr=1e-2, epochs=20, batch_size=8, progress=False, random_state=0),
     NaiveRegressor(),
     LastLayerLaplaceRegressor(hidden=(16,), lr=1e-2, epochs=20, batch_size=8, progress=False, random_state=0),

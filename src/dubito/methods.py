@@ -34,6 +34,7 @@ from dubito.regression import (
     DeepNoiseRegressor,
     DeepNoiseSGDRegressor,
     DeterministicRegressor,
+    EnsembleHMCRegressor,
     HyperVIRegressor,
     ImplicitCopulaRegressor,
     LastLayerLaplaceRegressor,
@@ -100,6 +101,8 @@ METHODS: dict[str, Method] = {
         # diabetes splits 0-9, where the paper's fixed epochs gave 0.64-0.84
         Method("ensemble", "deep ensemble (5 members, mean+variance heads) with the Bayesian epistemic correction",
                DeepEnsembleRegressor, "Hoffmann & Elster 2021", fixed=dict(correction="bayes")),
+        Method("ensemble-hmc", "deep ensemble (5 members), then HMC over all weights from each member "
+               "(optimise, then sample: 20 draws each)", EnsembleHMCRegressor, "Sommer et al. 2025 (MILE, bde)"),
         Method("ensemble-standard", "deep ensemble (5 members) as Lakshminarayanan et al. 2017, no correction",
                DeepEnsembleRegressor, "Lakshminarayanan et al. 2017", fixed=dict(correction="none")),
         Method("mean-variance", "one network with mean and variance heads trained by the Gaussian NLL "

@@ -56,6 +56,7 @@ METHODS = {
     "ensemble": ("ensemble", False),
     "ensemble-epochs": ("ensemble", False),
     "ensemble-constant-lr": ("ensemble", False),
+    "ensemble-hmc": ("ensemble-hmc", False),
     "mc-dropout": ("mc-dropout", False),
     "mc-dropout-paper": ("mc-dropout", False),
     "mc-dropout-epochs": ("mc-dropout", False),
@@ -412,7 +413,7 @@ SMALL_SETS = ("boston", "concrete", "energy", "wine", "yacht")
 COMPARED_ON = {"ensemble-epochs": SMALL_SETS, "mc-dropout-epochs": SMALL_SETS,
                "mc-dropout-unscaled": ("wine", "kin8nm", "naval", "power")}
 
-FAST = ("ensemble", "ensemble-constant-lr", "ensemble-epochs", "mc-dropout", "mc-dropout-unscaled", "mc-dropout-epochs",
+FAST = ("ensemble", "ensemble-constant-lr", "ensemble-epochs", "ensemble-hmc", "mc-dropout", "mc-dropout-unscaled", "mc-dropout-epochs",
         "mc-dropout-paper", "mdn", "deterministic", "deterministic-paper", "icnlm", "icnlm-paper", "mfvi", "hyvi")
 
 EXPERIMENT = Experiment(

@@ -46,10 +46,11 @@ def ensemble_from_state(cls, tensors, settings, *, device=None):
     est = cls(**params)
     s = est._settings()
     L = s["n_members"]
+    stored = L * int(fitted_number(fitted, "draws_per_member", default=1.0, positive=True))  # EnsembleHMCRegressor
     p = est._restore_common(fitted)
-    check_stored_size(tensors, "net.", (p, *s["hidden"], 1), copies=L)
-    gens = [torch.Generator() for _ in range(L)]  # values overwritten below
-    net = BatchedGaussianMLP(L, p, s["hidden"], s["activation"], generators=gens, dtype=torch.float64)
+    check_stored_size(tensors, "net.", (p, *s["hidden"], 1), copies=stored)
+    gens = [torch.Generator() for _ in range(stored)]  # values overwritten below
+    net = BatchedGaussianMLP(stored, p, s["hidden"], s["activation"], generators=gens, dtype=torch.float64)
     net.load_state_dict({k[len("net."):]: v for k, v in tensors.items() if k.startswith("net.")}, strict=True)
     est.net_ = net.double().to(s["device"])
     est.gammas_ = tensors["gammas"].double().numpy()
@@ -60,7 +61,7 @@ def ensemble_from_state(cls, tensors, settings, *, device=None):
     est.variance_scale_ = fitted_number(fitted, "variance_scale", default=1.0, positive=True)  # files before variance scaling: 1
     est._restore_training(fitted, tensors, len(est.loss_curve_), n_units=L)
     est._restore_budget(fitted, s)
-    if not (est.gammas_.shape == (L,) and est.best_epoch_.shape == (L,)
+    if not (est.gammas_.shape == (stored,) and est.best_epoch_.shape == (L,)
             and est.validation_curve_.ndim == 2 and est.validation_curve_.shape[1] == L):
         raise RuntimeError("inconsistent tensor shapes")
     return est
