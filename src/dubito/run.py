@@ -73,7 +73,8 @@ class RunResult:
 def convergence_hint(model) -> str:
     """What to change when ``model`` did not converge: its settings that lengthen the run."""
     params = model.get_params()
-    for keys in (("n_burnin", "n_keep"), ("num_warmup", "num_samples"), ("nuts_warmup", "nuts_samples")):
+    for keys in (("n_burnin", "n_keep"), ("num_warmup", "num_samples"), ("nuts_warmup", "nuts_samples"),
+                 ("n_warmup", "n_draws")):
         if all(k in params for k in keys) and (keys[0] != "nuts_warmup" or params.get("inference") == "nuts"):
             return f"run longer ({' / '.join(keys)})"
     for key in ("vi_max_iter", "max_epochs", "epochs"):
@@ -84,7 +85,7 @@ def convergence_hint(model) -> str:
 
 def _variants(model, X_test, method: str):
     """Predictives to report: both corrections for ensembles (one fit), else the method's own."""
-    if method.startswith("ensemble"):
+    if method.startswith("ensemble") and method != "ensemble-hmc":  # the draws have no closed-form correction
         return {
             "DE": model.predict_distribution(X_test, correction="none"),
             "DE+Bayes": model.predict_distribution(X_test, correction="bayes"),

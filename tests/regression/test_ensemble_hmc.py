@@ -97,3 +97,12 @@ def test_heldout_selection_keeps_the_draws_when_they_score_better(monkeypatch):
     est = EnsembleHMCRegressor(**dict(FAST, **dict(SAMPLER, selection="heldout"), random_state=2)).fit(X, y)
     assert est.used_draws_ and est.heldout_nll_ == {"trained": 1.0, "draws": 0.5}
     assert est.net_.n_members == 12 and est.draws_per_member_ == 4
+
+
+def test_dubito_run_shows_the_draws_once_and_names_the_samplers_settings_when_not_mixed():
+    from dubito.run import _variants, convergence_hint
+
+    assert convergence_hint(EnsembleHMCRegressor()) == "run longer (n_warmup / n_draws)"
+    X, y = _data()
+    est = EnsembleHMCRegressor(random_state=0, **FAST, **SAMPLER).fit(X, y)
+    assert list(_variants(est, X[:5], "ensemble-hmc")) == ["ensemble-hmc"]

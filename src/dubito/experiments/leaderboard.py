@@ -288,9 +288,10 @@ step-counted budget on the five small sets at 9a571bf, MC dropout's at e8ae097 (
 there renamed `ensemble-epochs` / `mc-dropout-epochs`); MC dropout on power and the deterministic
 net on protein at 92d61da; session 21: the ensemble with the plateau drop on all nine sets, MC
 dropout with the "auto" scale on wine and kin8nm, at 03a42d7 (the former cells renamed
-`ensemble-constant-lr` / `mc-dropout-unscaled`). Still to run for `defaults`: MC dropout with the
-"auto" scale on naval and power (about 1 CPU h; their `mc-dropout` cells are empty until then) and
-on protein (about 0.5 CPU h); the new icnlm row on kin8nm (14 splits), naval, power and protein
+`ensemble-constant-lr` / `mc-dropout-unscaled`); session 22: MC dropout with the "auto" scale on
+naval, power and protein at 04d4716 (the same MC-dropout code as 03a42d7), the new `ensemble-hmc`
+row (SESSION_22_HMC_SETS) at 12ae6e8. Still to run for `defaults`: `ensemble-hmc` on the other sets
+(SESSION_22_HMC_COST); the new icnlm row on kin8nm (14 splits), naval, power and protein
 (about 4 CPU h at 150-260 s a cell); FuNN-HyVI on kin8nm (13 of 20 splits), naval, power and protein; IC-NLM (both rows) and
 mean-field VI on protein; NGBoost on power and protein.
 
@@ -317,7 +318,9 @@ What the cells say (means over all stored splits; the tables below are computed 
   small sets 4-19 -> 15-37; on validation rows under a lighter load naval took 63 -> 144 s and the
   small sets 1.2-1.9x. MC dropout's held-out variance scale became its default where 100 rows or
   more are held out: `mc-dropout` against `mc-dropout-unscaled`, kin8nm -1.212 -> -1.236 (coverage
-  0.972 -> 0.942), wine 0.983 -> 0.986 (0.933 -> 0.927); naval and power are still to run.
+  0.972 -> 0.942), wine 0.983 -> 0.986 (0.933 -> 0.927); session 22 (20 splits each): naval -5.053
+  -> -5.361 (coverage 0.999 -> 0.952), power 2.771 -> 2.768 (0.967 -> 0.945); protein (5 splits,
+  never run unscaled) 2.738, coverage 0.926, 298 s a cell under load.
 - Session 20 counted the ensemble's patience and epoch cap in optimiser steps ("auto": the longer of
   20 / 500 epochs and 1,000 / 20,000 steps), chosen on validation rows (docs/results/ensemble-budget.md:
   yacht 0.65 -> -0.01, energy 1.07 -> 0.95, boston 2.55 -> 2.51), because a small set's epoch is a
