@@ -9,7 +9,7 @@ from dubito.regression import DeepEnsembleRegressor, EnsembleHMCRegressor
 from dubito.regression.ensemble_hmc import member_potential
 
 FAST = dict(n_members=3, hidden=(8,), epochs=30, batch_size=16, lr=1e-2, progress=False)
-SAMPLER = dict(n_warmup=20, n_draws=12, thin=3, n_leapfrog=4, selection="draws")
+SAMPLER = dict(n_warmup=20, n_draws=12, thin=3, n_leapfrog=4)
 
 
 def _data(n=120, seed=0):
@@ -64,39 +64,11 @@ def test_same_seed_same_draws_and_save_load_round_trip(tmp_path):
 
 @pytest.mark.parametrize("kw, match", [(dict(thin=20, n_draws=10), "thin=20"),
                                        (dict(target_accept=1.0), "target_accept"),
-                                       (dict(n_draws=0), "n_draws"), (dict(n_leapfrog=0), "n_leapfrog"),
-                                       (dict(selection="best"), "selection")])
+                                       (dict(n_draws=0), "n_draws"), (dict(n_leapfrog=0), "n_leapfrog")])
 def test_bad_sampler_settings_raise_one_clear_error(kw, match):
     X, y = _data(40)
     with pytest.raises(ValueError, match=match):
         EnsembleHMCRegressor(**FAST, **dict(SAMPLER, **kw)).fit(X, y)
-
-
-def test_heldout_selection_keeps_whichever_predicts_the_heldout_rows_better():
-    X, y = _data(200, seed=1)
-    settings = dict(FAST, **dict(SAMPLER, selection="heldout"), random_state=2)
-    est = EnsembleHMCRegressor(**settings).fit(X, y)
-    draws = EnsembleHMCRegressor(**dict(settings, selection="draws")).fit(X, y)
-    nll = est.heldout_nll_
-    assert np.isfinite(nll["trained"]) and np.isfinite(nll["draws"])
-    assert est.used_draws_ == (nll["draws"] <= nll["trained"])
-    assert draws.used_draws_ and np.isnan(draws.heldout_nll_["trained"])
-    if est.used_draws_:
-        assert np.array_equal(est.predict(X), draws.predict(X))
-    else:
-        ens = DeepEnsembleRegressor(**dict(FAST, random_state=2), correction="none").fit(X, y)
-        assert est.net_.n_members == 3 and est.draws_per_member_ == 1
-        assert np.allclose(est.predict(X), ens.predict(X), rtol=1e-12)
-
-
-def test_heldout_selection_keeps_the_draws_when_they_score_better(monkeypatch):
-    """The other branch, forced: the held-out NLL of the draws (second call) below the trained members'."""
-    scores = iter([1.0, 0.5])
-    monkeypatch.setattr(EnsembleHMCRegressor, "_heldout_nll", lambda self, X, y: next(scores))
-    X, y = _data(200, seed=1)
-    est = EnsembleHMCRegressor(**dict(FAST, **dict(SAMPLER, selection="heldout"), random_state=2)).fit(X, y)
-    assert est.used_draws_ and est.heldout_nll_ == {"trained": 1.0, "draws": 0.5}
-    assert est.net_.n_members == 12 and est.draws_per_member_ == 4
 
 
 def test_dubito_run_shows_the_draws_once_and_names_the_samplers_settings_when_not_mixed():

@@ -365,16 +365,14 @@ class DeepEnsembleRegressor(DubitoRegressor):
         self.loss_curve_ = curve
         self.gammas_ = self._compute_gammas(Xs)
         self.variance_scale_ = 1.0
-        self._after_training(Xs, ys, seed, X[val_rows], y[val_rows])
+        self._after_training(Xs, ys, seed)
         if s["variance_scaling"] == "heldout" and val_rows.size:
             self.variance_scale_ = fit_variance_scale(self.predict_distribution(X[val_rows]), y[val_rows])
         return self
 
-    def _after_training(self, Xs: np.ndarray, ys: np.ndarray, seed: int, X_val: np.ndarray,
-                        y_val: np.ndarray) -> None:
-        """A hook between training (and eq. 36) and the held-out variance scale: the standardised
-        training rows and the held-out rows in the user's units (none: zero rows). Nothing here;
-        `EnsembleHMCRegressor` samples from each member."""
+    def _after_training(self, Xs: np.ndarray, ys: np.ndarray, seed: int) -> None:
+        """A hook between training (and eq. 36) and the held-out variance scale, on the standardised
+        training rows: nothing here; `EnsembleHMCRegressor` samples from each member."""
 
     def _checkpoint(self, X, y, every: int, resume: bool) -> MemberCheckpoint | None:
         """The training checkpoint (None without ``checkpoint_dir``); resuming needs every
