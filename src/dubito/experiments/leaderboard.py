@@ -234,7 +234,8 @@ and the `ensemble` / `mc-dropout` cells there serve both). Session 21 added two 
 and `mc-dropout-unscaled`, MC dropout before its held-out variance scale became the default from 100
 held-out rows up (wine, kin8nm, naval and power; `COMPARED_ON` runs a comparison row only where its
 change moved the numbers). Their cells were run before the change, under the method's own name, and
-renamed. `paper` adds the tuned rows and B-DeepNoise (first 5
+renamed. Session 22 added `ensemble-hmc` (`EnsembleHMCRegressor`: the ensemble's members, then one
+HMC chain from each over all weights, MILE's optimise-then-sample; docs/results/ensemble-hmc.md). `paper` adds the tuned rows and B-DeepNoise (first 5
 splits per set, starred on the page, not counted towards the targets). NGBoost is a peer row
 (`dubito.experiments.peers`: Normal, stages by the NLL of a held-out 20 %, refitted on every row; an
 optional install), shown beside dubito's and not counted. Not in the grid: B-DeepNoise tuned (each
@@ -290,12 +291,23 @@ net on protein at 92d61da; session 21: the ensemble with the plateau drop on all
 dropout with the "auto" scale on wine and kin8nm, at 03a42d7 (the former cells renamed
 `ensemble-constant-lr` / `mc-dropout-unscaled`); session 22: MC dropout with the "auto" scale on
 naval, power and protein at 04d4716 (the same MC-dropout code as 03a42d7), the new `ensemble-hmc`
-row (SESSION_22_HMC_SETS) at 12ae6e8. Still to run for `defaults`: `ensemble-hmc` on the other sets
-(SESSION_22_HMC_COST); the new icnlm row on kin8nm (14 splits), naval, power and protein
+row on the five small sets at fbd1568. Still to run for `defaults`: `ensemble-hmc` on the other sets
+(kin8nm, naval, power, protein: full-batch HMC over thousands of rows, cost not yet measured;
+expect minutes a cell); the new icnlm row on kin8nm (14 splits), naval, power and protein
 (about 4 CPU h at 150-260 s a cell); FuNN-HyVI on kin8nm (13 of 20 splits), naval, power and protein; IC-NLM (both rows) and
 mean-field VI on protein; NGBoost on power and protein.
 
 What the cells say (means over all stored splits; the tables below are computed from the cells):
+- Session 22: `ensemble-hmc` (the ensemble's members, then one HMC chain from each over all
+  weights; MILE's recipe, the method behind bde) against `ensemble` (20 splits each): boston 2.531
+  -> 2.390 (RMSE 3.26 -> 3.09; the best dubito default there, MC dropout 2.43), yacht -0.138 ->
+  -0.189 (target -0.21), wine 0.920 -> 0.909 (target 0.89), concrete 2.945 -> 2.950, energy 0.775
+  -> 0.833; coverage 0.932-0.944. The validation rows had predicted the same signs but concrete's
+  (docs/results/ensemble-hmc.md: boston -0.114, concrete -0.086, yacht -0.018, wine -0.006, energy
+  +0.110). No new target is met; yacht and wine come within 0.02. The chains do not reach
+  stationarity in 200 iterations (worst chain split R-hat 2.6-3.2): a local exploration around each
+  member, which `diagnostics_` reports. Cost 35-79 s a cell under a load of two to three
+  processes, against the ensemble's 15-50 s and bde's 20-25 s.
 - The deep ensemble with its defaults meets three targets: kin8nm (-1.347 over 20 splits, target
   -1.315), naval (-8.33 over 20, target -7.25; session 21) and protein (2.454 over 5, target 2.63);
   3 of 9, the bar is 6. It misses boston (2.53 vs 2.24), concrete (2.95 vs 2.72), energy (0.78 vs
