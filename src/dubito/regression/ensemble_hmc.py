@@ -36,6 +36,7 @@ import torch
 
 from dubito._estimator import progress_bar
 from dubito._validation import check_float, check_int
+from dubito.early_stopping import DEFAULT_VALIDATION_FRACTION
 from dubito.inference.convergence import diagnostics_dict
 from dubito.nn.batched import BatchedGaussianMLP
 from dubito.regression.ensemble import DeepEnsembleRegressor
@@ -78,8 +79,8 @@ class EnsembleHMCRegressor(DeepEnsembleRegressor):
     def __init__(self, n_members=5, hidden=(128, 64, 32), activation="relu", lr=1e-3, weight_decay=None,
                  lambda_convention="per_sample", batch_size=64, epochs="auto", lr_drop="plateau", random_bias=False,
                  device="cpu", random_state=None, progress=True, checkpoint_dir=None, checkpoint_every=10,
-                 validation_fraction=0.1, patience="auto", variance_scaling="heldout", n_warmup=100, n_draws=100,
-                 thin=5, n_leapfrog=10, target_accept=0.8):
+                 validation_fraction=DEFAULT_VALIDATION_FRACTION, patience="auto", variance_scaling="heldout",
+                 n_warmup=100, n_draws=100, thin=5, n_leapfrog=10, target_accept=0.8):
         super().__init__(n_members=n_members, hidden=hidden, activation=activation, lr=lr,
                          weight_decay=weight_decay, lambda_convention=lambda_convention, batch_size=batch_size,
                          epochs=epochs, lr_drop=lr_drop, correction="none", random_bias=random_bias, device=device,
