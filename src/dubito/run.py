@@ -85,7 +85,8 @@ def convergence_hint(model) -> str:
 
 def _variants(model, X_test, method: str):
     """Predictives to report: both corrections for ensembles (one fit), else the method's own."""
-    if method.startswith("ensemble") and method != "ensemble-hmc":  # the draws have no closed-form correction
+    # ensemble-hmc has no correction setting: its draws replace the closed form
+    if method.startswith("ensemble") and "correction" in model.get_params():
         return {
             "DE": model.predict_distribution(X_test, correction="none"),
             "DE+Bayes": model.predict_distribution(X_test, correction="bayes"),

@@ -31,6 +31,8 @@ evaluations per member on all its rows) were chosen on validation rows of the sm
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
 
@@ -114,11 +116,8 @@ class EnsembleHMCRegressor(DeepEnsembleRegressor):
         s = self._sampler_settings()
         trained = self.net_
         L = trained.n_members
-        net = BatchedGaussianMLP(L, trained.n_features, trained.hidden, trained.activation,
-                                 generators=[torch.Generator() for _ in range(L)], dtype=torch.float64)
-        net.load_state_dict(trained.state_dict())
+        net = copy.deepcopy(trained)  # the chains move a copy's weights in place
         device = next(trained.parameters()).device
-        net = net.to(device)
         X = torch.as_tensor(Xs, dtype=torch.float64).to(device)
         y = torch.as_tensor(ys, dtype=torch.float64).to(device)
         params = list(net.parameters())
