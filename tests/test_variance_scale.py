@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from dubito.predictive.mixture import GaussianMixture
+from dubito.predictive import GaussianMixture, StudentTMixture
 from dubito.variance_scale import PRIOR_SD, fit_variance_scale, scale_mixture, scale_spread
 
 
@@ -77,3 +77,23 @@ def test_a_spread_scale_recovers_draws_that_are_too_wide():
     assert fit_variance_scale(pred, y, prior_sd=1e6, scale=scale_spread) == pytest.approx(0.25, rel=0.1)
     # scaling only the noise cannot shrink the draws' spread: its MLE goes far below 1/4
     assert fit_variance_scale(pred, y, prior_sd=1e6) < 0.2
+
+
+def test_a_student_t_mixture_stays_one_and_its_scale_is_the_t_mle():
+    """`scale_mixture` / `scale_spread` keep a `StudentTMixture` (same df). One t_nu component of
+    variance v: with a flat prior the scale maximises the t likelihood (brute force over a fine
+    grid of c agrees to the grid's step), and draws of variance 3 v give c within 10 % of 3
+    (4,000 draws, seed 0; the sd of this estimate is about 3 %)."""
+    nu, v, m = 5.0, 2.0, 4000
+    rng = np.random.default_rng(0)
+    y = rng.standard_t(nu, m) * math.sqrt(3.0 * v * (nu - 2) / nu)
+    pred = StudentTMixture(np.ones(1), np.zeros((m, 1)), np.full((m, 1), v), nu, noise_variances=np.full((m, 1), v))
+    for scaled in (scale_mixture(pred, 2.5), scale_spread(pred, 2.5)):
+        assert isinstance(scaled, StudentTMixture) and scaled.df == nu
+        np.testing.assert_allclose(scaled.variances, 2.5 * v)
+        np.testing.assert_allclose(scaled.noise_variances, 2.5 * v)
+    c = fit_variance_scale(pred, y, prior_sd=1e6)
+    grid = np.linspace(2.0, 4.0, 2001)
+    brute = grid[np.argmax([scale_mixture(pred, g).log_prob(y).sum() for g in grid[::10]]) * 10]
+    assert abs(c - brute) <= 0.011
+    assert c == pytest.approx(3.0, rel=0.1)

@@ -99,15 +99,16 @@ METHODS: dict[str, Method] = {
     for m in (
         # the estimator's validated defaults (held-out share, early stopping): coverage@95 0.91-1.00 over
         # diabetes splits 0-9, where the paper's fixed epochs gave 0.64-0.84
-        Method("ensemble", "deep ensemble (5 members, mean+variance heads) with the Bayesian epistemic correction",
+        Method("ensemble", "deep ensemble (5 members, mean+variance heads, Student-t components) with the Bayesian "
+               "epistemic correction",
                DeepEnsembleRegressor, "Hoffmann & Elster 2021", fixed=dict(correction="bayes")),
         Method("ensemble-hmc", "deep ensemble (5 members), then HMC over all weights from each member "
                "(optimise, then sample: 20 draws each)", EnsembleHMCRegressor, "Sommer et al. 2025 (MILE, bde)"),
         Method("ensemble-standard", "deep ensemble (5 members) as Lakshminarayanan et al. 2017, no correction",
-               DeepEnsembleRegressor, "Lakshminarayanan et al. 2017", fixed=dict(correction="none")),
+               DeepEnsembleRegressor, "Lakshminarayanan et al. 2017", fixed=dict(correction="none", tail_df=None)),
         Method("mean-variance", "one network with mean and variance heads trained by the Gaussian NLL "
                "(the B-DeepNoise paper's BP)", DeepEnsembleRegressor, "Nix & Weigend 1994",
-               fixed=dict(n_members=1, correction="none")),
+               fixed=dict(n_members=1, correction="none", tail_df=None)),
         Method("mc-dropout", "MC dropout (p=0.05, 1000 masks) with a homoscedastic noise from training residuals",
                MCDropoutRegressor, "Gal & Ghahramani 2016"),
         Method("mdn", "mixture density network, 50 Gaussian components", MixtureDensityRegressor, "Bishop 1994"),

@@ -1,4 +1,4 @@
-r"""One variance scale for a Gaussian-mixture predictive, fitted on held-out rows.
+r"""One variance scale for a Gaussian- or Student-t-mixture predictive, fitted on held-out rows.
 
 Deep ensembles of individually calibrated members are under-confident: the members' errors are
 partly independent, so the ensemble mean is better than each member while the mixture keeps
@@ -7,7 +7,9 @@ ensembles", NeurIPS; they recommend calibrating the pooled predictive). The reme
 sigma scaling (Laves et al. 2020, "Well-calibrated regression uncertainty in medical imaging
 with deep learning", MIDL) of the pooled mixture: every component variance times one c > 0,
 
-    p_c(y | x) = sum_l w_l N(y; m_l(x), c v_l(x)),
+    p_c(y | x) = sum_l w_l N(y; m_l(x), c v_l(x))
+
+(for a `StudentTMixture` the components are Student-t with variance c v_l(x), the same df),
 
 with c the maximum a posteriori value under a log-normal prior, on the m held-out rows:
 
@@ -30,6 +32,7 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 from dubito.predictive.mixture import GaussianMixture
+from dubito.predictive.student import StudentTMixture
 
 __all__ = ["AUTO_MIN_HELDOUT_ROWS", "AUTO_VARIANCE_SCALINGS", "PRIOR_SD", "VARIANCE_SCALINGS", "fit_variance_scale", "scale_mixture", "scale_spread"]
 
@@ -51,13 +54,21 @@ PRIOR_SD = 0.5
 _LOG_BOUND = math.log(1e4)
 
 
-def scale_mixture(pred: GaussianMixture, c: float) -> GaussianMixture:
-    """``pred`` with every component variance (and its noise part) multiplied by c."""
+def _same_kind(pred, means, variances, noise):
+    """A mixture of ``pred``'s kind (Gaussian, or Student-t with its df) with ``pred``'s weights."""
+    if isinstance(pred, StudentTMixture):
+        return StudentTMixture(pred.weights, means, variances, pred.df, noise_variances=noise)
+    return GaussianMixture(pred.weights, means, variances, noise_variances=noise)
+
+
+def scale_mixture(pred: GaussianMixture | StudentTMixture, c: float) -> GaussianMixture | StudentTMixture:
+    """``pred`` with every component variance (and its noise part) multiplied by c; a Student-t
+    mixture stays one, with its df."""
     noise = None if pred.noise_variances is None else c * pred.noise_variances
-    return GaussianMixture(pred.weights, pred.means, c * pred.variances, noise_variances=noise)
+    return _same_kind(pred, pred.means, c * pred.variances, noise)
 
 
-def scale_spread(pred: GaussianMixture, c: float) -> GaussianMixture:
+def scale_spread(pred: GaussianMixture | StudentTMixture, c: float) -> GaussianMixture | StudentTMixture:
     """``pred`` with its whole variance multiplied by c: each component mean moved to
     mean + sqrt(c) (m_l - mean) about the mixture mean, and each component variance (and its
     noise part) times c, so p_c(y) = p(mean + (y - mean) / sqrt(c)) / sqrt(c). For predictives
@@ -66,10 +77,10 @@ def scale_spread(pred: GaussianMixture, c: float) -> GaussianMixture:
     mean = pred.mean[:, None]
     root = math.sqrt(c)
     noise = None if pred.noise_variances is None else c * pred.noise_variances
-    return GaussianMixture(pred.weights, mean + root * (pred.means - mean), c * pred.variances, noise_variances=noise)
+    return _same_kind(pred, mean + root * (pred.means - mean), c * pred.variances, noise)
 
 
-def fit_variance_scale(pred: GaussianMixture, y: np.ndarray, prior_sd: float = PRIOR_SD,
+def fit_variance_scale(pred: GaussianMixture | StudentTMixture, y: np.ndarray, prior_sd: float = PRIOR_SD,
                        scale=scale_mixture) -> float:
     """The MAP scale c of the module docstring for held-out ``pred`` and targets ``y`` (m,);
     ``scale`` (`scale_mixture` or `scale_spread`) says what c multiplies."""

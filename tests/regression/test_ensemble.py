@@ -4,14 +4,19 @@ Spec bayesian-ensembles.md Sec. 6: tests 1, 2, 5 (fitted gamma), 7, 8, 9, 10, 12
 Small nets and a few epochs: the identities hold for any weights, trained or not.
 """
 
+import copy
+
 import numpy as np
 import pytest
 import torch
+from scipy import stats
+from scipy.special import logsumexp
 
 from dubito.data.synthetic import toy2
-from dubito.predictive.mixture import GaussianMixture
+from dubito.predictive import GaussianMixture, StudentTMixture
 from dubito.regression import DeepEnsembleRegressor
 from dubito.regression._gamma import gamma_closed_form
+from dubito.regression.ensemble import DEFAULT_TAIL_DF
 
 # the paper's protocol: every training row, a fixed number of epochs (no held-out share)
 FAST = dict(hidden=(16, 8), epochs=5, batch_size=32, lr=1e-2, progress=False, random_state=0, validation_fraction=0.0)
@@ -106,7 +111,7 @@ def test_mixture_parameters_and_moments(fitted, data):
     _, _, Xq, _ = data
     comp = fitted.predict_components(Xq)
     d = fitted.predict_distribution(Xq)
-    assert isinstance(d, GaussianMixture) and d.n_components == 4
+    assert isinstance(d, StudentTMixture) and d.n_components == 4 and d.df == DEFAULT_TAIL_DF
     np.testing.assert_allclose(d.weights, 0.25)
     np.testing.assert_allclose(d.variances, comp.noise_variances + comp.gamma_terms, rtol=1e-12)
     np.testing.assert_allclose(d.mean, comp.means.mean(1), rtol=1e-12)
@@ -118,6 +123,33 @@ def test_mixture_parameters_and_moments(fitted, data):
     de = fitted.predict_distribution(Xq, correction="none")
     np.testing.assert_allclose(de.epistemic_var, spread, rtol=1e-10)
     np.testing.assert_allclose(de.variances, comp.noise_variances, rtol=0)
+
+
+def test_student_t_components_keep_the_gaussian_moments(fitted, data):
+    """``tail_df`` nu: component l is t_nu(eta_l, s_l) with s_l^2 = v_l (nu - 2) / nu, v_l the Gaussian
+    component's variance (scipy's t density); ``tail_df=None`` is the paper's Gaussian mixture with
+    the same moments and variance decomposition."""
+    _, _, Xq, _ = data
+    d = fitted.predict_distribution(Xq)
+    gaussian = copy.copy(fitted)
+    gaussian.tail_df = None
+    g = gaussian.predict_distribution(Xq)
+    assert type(g) is GaussianMixture
+    for name in ("mean", "var", "epistemic_var", "aleatoric_var", "variances", "means"):
+        np.testing.assert_array_equal(getattr(d, name), getattr(g, name))
+    nu = DEFAULT_TAIL_DF
+    y = g.mean + np.linspace(-8, 8, len(Xq)) * g.std
+    comps = stats.t.logpdf(y[:, None], nu, g.means, np.sqrt(g.variances * (nu - 2) / nu))
+    np.testing.assert_allclose(d.log_prob(y), logsumexp(comps, axis=1) - np.log(4), rtol=1e-10)
+    far = np.abs(y - g.mean) > 5 * g.std
+    assert np.all(d.log_prob(y)[far] > g.log_prob(y)[far])
+
+
+@pytest.mark.parametrize("tail_df", [2, 0.5, "6", float("inf")])
+def test_bad_tail_df_is_refused_at_fit(data, tail_df):
+    X, y, _, _ = data
+    with pytest.raises(ValueError, match="degrees of freedom"):
+        DeepEnsembleRegressor(n_members=2, tail_df=tail_df, **FAST).fit(X, y)
 
 
 def test_one_over_L_normalisation():

@@ -14,7 +14,7 @@ def test_hardtanh_single_member_fits_and_predicts():
     y = np.abs(X[:, 0]) + sd * rng.normal(size=400)
     est = DeepEnsembleRegressor(n_members=1, correction="none", activation="hardtanh", hidden=(50, 50),
                                 epochs=150, batch_size=100, lr=3e-3, lr_drop="none", validation_fraction=0.0,
-                                random_state=0, progress=False).fit(X, y)
+                                tail_df=None, random_state=0, progress=False).fit(X, y)
     Xt = np.array([[-0.6], [-0.2], [0.2], [0.6]])
     pred = est.predict_distribution(Xt)
     assert isinstance(pred, GaussianMixture) and pred.n_components == 1

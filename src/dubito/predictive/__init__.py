@@ -5,11 +5,13 @@ from dubito.predictive.grid import GridDensity
 from dubito.predictive.mixture import GaussianMixture
 from dubito.predictive.normal import Normal
 from dubito.predictive.samples import Samples
+from dubito.predictive.student import StudentTMixture
 
 __all__ = [
     "RegressionPredictive",
     "Normal",
     "GaussianMixture",
+    "StudentTMixture",
     "Samples",
     "GridDensity",
     "ClassPredictive",

@@ -171,13 +171,13 @@ def _table_start(w, mu, sd, mean, std, zq, q, lo, hi, x):
     np.clip(x, lo, hi, out=x)
 
 
-def _mix_sample(w, mu, sd, n, rng):
-    """n draws per input: component m with probability w_m (inverse CDF of the weights),
-    then mu_m + sd_m Z. The component of draw u is #{m < M-1 : cw_m <= u} (cw the cumulative
-    weights), counted by a loop over components when M - 1 <= N, else by one binary search
-    per input (the same integers either way); (n, N) memory."""
+def draw_components(w, n, rng):
+    """(n, N) component indices, component m with probability w_m per input (inverse CDF of the
+    weights): the index of draw u is #{m < M-1 : cw_m <= u} (cw the cumulative weights), counted
+    by a loop over components when M - 1 <= N, else by one binary search per input (the same
+    integers either way); (n, N) memory."""
     cw = np.cumsum(w, axis=1)
-    n_in, m_comp = mu.shape
+    n_in, m_comp = w.shape
     u = rng.uniform(size=(n, n_in))
     if m_comp - 1 <= n_in:
         idx = np.zeros(u.shape, dtype=np.intp)
@@ -187,8 +187,14 @@ def _mix_sample(w, mu, sd, n, rng):
         idx = np.empty(u.shape, dtype=np.intp)
         for i in range(n_in):
             idx[:, i] = np.searchsorted(cw[i, : m_comp - 1], u[:, i], side="right")
+    return idx
+
+
+def _mix_sample(w, mu, sd, n, rng):
+    """n draws per input: a component by `draw_components`, then mu_m + sd_m Z."""
+    idx = draw_components(w, n, rng)
     cols = np.arange(mu.shape[0])[None, :]
-    return mu[cols, idx] + sd[cols, idx] * rng.standard_normal(u.shape)
+    return mu[cols, idx] + sd[cols, idx] * rng.standard_normal(idx.shape)
 
 
 # ---------------------------------------------------------------------- the class

@@ -41,7 +41,7 @@ from dubito._validation import check_float, check_int
 from dubito.early_stopping import DEFAULT_VALIDATION_FRACTION
 from dubito.inference.convergence import diagnostics_dict
 from dubito.nn.batched import BatchedGaussianMLP
-from dubito.regression.ensemble import DeepEnsembleRegressor
+from dubito.regression.ensemble import DEFAULT_TAIL_DF, DeepEnsembleRegressor
 from dubito.regression.member_hmc import batched_hmc
 
 __all__ = ["EnsembleHMCRegressor", "member_potential"]
@@ -82,13 +82,13 @@ class EnsembleHMCRegressor(DeepEnsembleRegressor):
                  lambda_convention="per_sample", batch_size=64, epochs="auto", lr_drop="plateau", random_bias=False,
                  device="cpu", random_state=None, progress=True, checkpoint_dir=None, checkpoint_every=10,
                  validation_fraction=DEFAULT_VALIDATION_FRACTION, patience="auto", variance_scaling="heldout",
-                 n_warmup=100, n_draws=100, thin=5, n_leapfrog=10, target_accept=0.8):
+                 tail_df=DEFAULT_TAIL_DF, n_warmup=100, n_draws=100, thin=5, n_leapfrog=10, target_accept=0.8):
         super().__init__(n_members=n_members, hidden=hidden, activation=activation, lr=lr,
                          weight_decay=weight_decay, lambda_convention=lambda_convention, batch_size=batch_size,
                          epochs=epochs, lr_drop=lr_drop, correction="none", random_bias=random_bias, device=device,
                          random_state=random_state, progress=progress, checkpoint_dir=checkpoint_dir,
                          checkpoint_every=checkpoint_every, validation_fraction=validation_fraction,
-                         patience=patience, variance_scaling=variance_scaling)
+                         patience=patience, variance_scaling=variance_scaling, tail_df=tail_df)
         del self.correction  # the class attribute: not a constructor setting here
         self.n_warmup = n_warmup
         self.n_draws = n_draws

@@ -43,6 +43,7 @@ def ensemble_from_state(cls, tensors, settings, *, device=None):
     fitted = settings["fitted"]
     params = io.params_from_json(settings["params"], device=device)
     params.setdefault("variance_scaling", "none")  # files written before variance scaling
+    params.setdefault("tail_df", None)  # files written before the Student-t components: Gaussian
     est = cls(**params)
     s = est._settings()
     L = s["n_members"]
