@@ -5,7 +5,9 @@ import pytest
 
 from dubito import io
 from dubito.early_stopping import holdout_split
+from dubito.predictive import GaussianMixture, StudentTMixture
 from dubito.regression import DeepEnsembleRegressor
+from dubito.regression.ensemble import DEFAULT_TAIL_DF
 from dubito.variance_scale import fit_variance_scale
 
 FAST = dict(n_members=2, hidden=(16,), epochs=40, batch_size=32, random_state=3, progress=False)
@@ -65,3 +67,21 @@ def test_saved_and_loaded_and_old_files_load_unscaled(data, fitted, tmp_path):
     io.save_tensors(tmp_path / "old.safetensors", tensors, "DeepEnsembleRegressor", settings)
     old = DeepEnsembleRegressor.load(tmp_path / "old.safetensors")
     assert old.variance_scale_ == 1.0 and old.variance_scaling == "none"
+
+
+def test_tail_df_is_saved_and_files_without_it_load_gaussian(data, fitted, tmp_path):
+    """The Student-t components survive save / load (the same log densities); a file written before
+    ``tail_df`` existed held a Gaussian mixture and loads as one."""
+    X, y = data
+    scaled, _ = fitted
+    assert scaled.tail_df == DEFAULT_TAIL_DF
+    scaled.save(tmp_path / "m.safetensors")
+    back = DeepEnsembleRegressor.load(tmp_path / "m.safetensors")
+    assert back.tail_df == DEFAULT_TAIL_DF and isinstance(back.predict_distribution(X[:20]), StudentTMixture)
+    np.testing.assert_array_equal(back.predict_distribution(X[:20]).log_prob(y[:20]),
+                                  scaled.predict_distribution(X[:20]).log_prob(y[:20]))
+    tensors, settings = io.load_tensors(tmp_path / "m.safetensors", "DeepEnsembleRegressor")
+    settings["params"].pop("tail_df")
+    io.save_tensors(tmp_path / "old.safetensors", tensors, "DeepEnsembleRegressor", settings)
+    old = DeepEnsembleRegressor.load(tmp_path / "old.safetensors")
+    assert old.tail_df is None and type(old.predict_distribution(X[:20])) is GaussianMixture

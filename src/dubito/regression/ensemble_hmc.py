@@ -9,9 +9,10 @@ member's posterior over *all* its weights, on the training rows (never the held-
 
 the sum form of the loss the member was trained on (standardised units; by default
 lambda_prior = 1, a N(0, 1) prior on every weight). The predictive is the equal-weight mixture of
-the L x S kept draws' Gaussians N(eta(x), sigma^2(x)): the draws' spread replaces eq. (36)'s
-closed-form correction (``correction`` is fixed to "none"); the held-out variance scale then
-applies as for the ensemble. The draws are always kept: the estimator's held-out rows cannot judge
+the L x S kept draws' components of mean eta(x) and variance sigma^2(x), Student-t with ``tail_df``
+degrees of freedom as the ensemble's (Gaussian with ``tail_df=None``): the draws' spread replaces
+eq. (36)'s closed-form correction (``correction`` is fixed to "none"); the held-out variance scale
+then applies as for the ensemble. The draws are always kept: the estimator's held-out rows cannot judge
 them against the trained members, which early stopping chose on those very rows (on boston's
 validation rows such a choice kept the members on 3 of 3 splits, where the draws predicted better:
 docs/results/ensemble-hmc.md). Where the posterior around the early-stopped weights overfits
