@@ -10,8 +10,12 @@ import torch
 from scipy import stats
 
 from dubito.inference.diagnostics import ConvergenceWarning
+from dubito.regression.copula_inference import fit_copula_posterior
 from dubito.regression.copula_posterior import (
-    CopulaModel, conjugate_posterior, copula_scales, correlation_matrix, fit_copula_posterior,
+    CopulaModel,
+    conjugate_posterior,
+    copula_scales,
+    correlation_matrix,
 )
 
 f64 = torch.float64

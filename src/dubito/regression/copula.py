@@ -109,12 +109,12 @@ from dubito.regression.copula_features import (
     wrapped_training_features,
 )
 from dubito.regression.copula_grid import log_density_z, tabulate, z_cap
+from dubito.regression.copula_inference import fit_copula_posterior
 from dubito.regression.copula_io import attach_model, copula_from_state, copula_state
 from dubito.regression.copula_posterior import (
     INFERENCES,
     NU_DEFAULT,
     PRIORS,
-    fit_copula_posterior,
 )
 from dubito.regression.deterministic import (
     MIN_SAMPLES,
