@@ -16,7 +16,7 @@ from dubito.classification import (
     KFACLaplace,
     MCDropoutClassifier,
 )
-from dubito.predictive import GaussianMixture, GridDensity, Normal, Samples
+from dubito.predictive import GaussianMixture, GridDensity, Normal, Samples, StudentTMixture
 from dubito.regression import (
     DeepEnsembleRegressor,
     DeterministicRegressor,
@@ -33,7 +33,7 @@ REGRESSORS = {
     "deterministic": (lambda: DeterministicRegressor(**FAST), Normal),
     "mc-dropout": (lambda: MCDropoutRegressor(n_samples=10, **FAST), Samples),
     "mdn": (lambda: MixtureDensityRegressor(n_components=2, **FAST), GaussianMixture),
-    "ensemble": (lambda: DeepEnsembleRegressor(n_members=2, **FAST), GaussianMixture),
+    "ensemble": (lambda: DeepEnsembleRegressor(n_members=2, **FAST), StudentTMixture),
     "icnlm": (lambda: ImplicitCopulaRegressor(hidden=(8,), n_features=3, activation="tanh", epochs=3, batch_size=16,
                                               vi_max_iter=100, vi_min_iter=50, n_draws=20, random_state=0,
                                               progress=False), GridDensity),

@@ -240,7 +240,11 @@ and `mc-dropout-unscaled`, MC dropout before its held-out variance scale became 
 held-out rows up (wine, kin8nm, naval and power; `COMPARED_ON` runs a comparison row only where its
 change moved the numbers). Their cells were run before the change, under the method's own name, and
 renamed. Session 22 added `ensemble-hmc` (`EnsembleHMCRegressor`: the ensemble's members, then one
-HMC chain from each over all weights, MILE's optimise-then-sample; docs/results/ensemble-hmc.md). `paper` adds the tuned rows and B-DeepNoise (first 5
+HMC chain from each over all weights, MILE's optimise-then-sample; docs/results/ensemble-hmc.md).
+Session 23 made both ensembles' components Student-t with 6 degrees of freedom (`tail_df`,
+docs/results/ensemble-tails.md): `ensemble-gaussian` and `ensemble-hmc-gaussian` hold their former
+cells, renamed; `ensemble-hmc` runs on the five small sets only (a kin8nm cell had not finished
+after 17 min of full-batch HMC). `paper` adds the tuned rows and B-DeepNoise (first 5
 splits per set, starred on the page, not counted towards the targets). NGBoost is a peer row
 (`dubito.experiments.peers`: Normal, stages by the NLL of a held-out 20 %, refitted on every row; an
 optional install), shown beside dubito's and not counted. Not in the grid: B-DeepNoise tuned (each
@@ -296,9 +300,11 @@ net on protein at 92d61da; session 21: the ensemble with the plateau drop on all
 dropout with the "auto" scale on wine and kin8nm, at 03a42d7 (the former cells renamed
 `ensemble-constant-lr` / `mc-dropout-unscaled`); session 22: MC dropout with the "auto" scale on
 naval, power and protein at 04d4716 (the same MC-dropout code as 03a42d7), the new `ensemble-hmc`
-row on the five small sets at fbd1568. Still to run for `defaults`: `ensemble-hmc` on the other sets
-(kin8nm, naval, power, protein: full-batch HMC over thousands of rows, cost not yet measured;
-expect minutes a cell); the new icnlm row on kin8nm (14 splits), naval, power and protein
+row on the five small sets at fbd1568; session 23: the ensemble with Student-t components on all
+nine sets at 9e1e3d1 (the former `ensemble` / `ensemble-hmc` cells renamed `ensemble-gaussian` /
+`ensemble-hmc-gaussian`). Still to run for `defaults`: `ensemble-hmc` with Student-t components on
+the five small sets (100 cells, about 1.5 CPU h; its Gaussian cells are `ensemble-hmc-gaussian`);
+the new icnlm row on kin8nm (14 splits), naval, power and protein
 (about 4 CPU h at 150-260 s a cell); FuNN-HyVI on kin8nm (13 of 20 splits), naval, power and protein; IC-NLM (both rows) and
 mean-field VI on protein; NGBoost on power and protein.
 
