@@ -198,9 +198,14 @@ class RegressionPredictive(ABC):
                 break
             lo = np.where(bad_lo, mean - 2 * (mean - lo), lo)
             hi = np.where(bad_hi, mean + 2 * (hi - mean), hi)
+        return self._bisect(lo, hi, qc, tol * std, max_iter)
+
+    def _bisect(self, lo, hi, qc, step, max_iter: int) -> np.ndarray:
+        """F^{-1}(qc) by bisection on the CDF inside brackets [lo, hi] that hold it, until every
+        bracket is at most ``step`` wide or at float resolution; arrays (N, k)."""
         for _ in range(max_iter):
             mid = 0.5 * (lo + hi)
-            if np.all((hi - lo <= tol * std) | (mid == lo) | (mid == hi)):  # converged or at float resolution
+            if np.all((hi - lo <= step) | (mid == lo) | (mid == hi)):  # converged or at float resolution
                 break
             below = self._cdf(mid) < qc
             lo = np.where(below, mid, lo)

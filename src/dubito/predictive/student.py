@@ -125,15 +125,7 @@ class StudentTMixture(StoredMoments):
         live = (self.weights > 0)[:, None, :]
         lo = np.where(live, ends, np.inf).min(axis=-1)
         hi = np.where(live, ends, -np.inf).max(axis=-1)
-        step = tol * s.min(axis=1)[:, None]
-        for _ in range(max_iter):
-            mid = 0.5 * (lo + hi)
-            if np.all((hi - lo <= step) | (mid == lo) | (mid == hi)):
-                break
-            below = self._cdf(mid) < qc
-            lo = np.where(below, mid, lo)
-            hi = np.where(below, hi, mid)
-        return 0.5 * (lo + hi)
+        return self._bisect(lo, hi, qc, tol * s.min(axis=1)[:, None], max_iter)
 
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         idx = draw_components(np.asarray(self.weights), n, rng)  # (n, N)
