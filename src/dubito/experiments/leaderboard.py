@@ -335,12 +335,12 @@ What the cells say (means over all stored splits; the tables below are computed 
   processes, against the ensemble's 15-50 s and bde's 20-25 s.
 - With Gaussian components (now the `ensemble-gaussian` row) the deep ensemble met three targets:
   kin8nm (-1.347 over 20 splits, target -1.315), naval (-8.33 over 20, target -7.25; session 21)
-  and protein (2.454 over 5, target 2.63); 3 of 9. It missed boston (2.53 vs 2.24), concrete (2.95 vs 2.72), energy (0.78 vs
-  0.53), power (2.69 vs 2.60), wine (0.92 vs 0.89) and yacht (-0.14 vs -0.21, the nearest miss
-  with wine). Against the paper-protocol ensemble of docs/results/uci.md (fixed epochs on every row)
-  it is better on eight sets (e.g. energy 1.36 -> 0.78, yacht 1.16 -> -0.14, naval -4.39 -> -8.33,
-  power 2.79 -> 2.69, protein 2.81 -> 2.45) and worse on boston (2.37 -> 2.53), where holding out
-  10 % of 455 rows costs more than it gains.
+  and protein (2.454 over 5, target 2.63); 3 of 9. It missed boston (2.53 vs 2.24), concrete (2.95
+  vs 2.72), energy (0.78 vs 0.53), power (2.69 vs 2.60), wine (0.92 vs 0.89) and yacht (-0.14 vs
+  -0.21, the nearest miss with wine). Against the paper-protocol ensemble of docs/results/uci.md
+  (fixed epochs on every row) it is better on eight sets (e.g. energy 1.36 -> 0.78, yacht 1.16 ->
+  -0.14, naval -4.39 -> -8.33, power 2.79 -> 2.69, protein 2.81 -> 2.45) and worse on boston (2.37
+  -> 2.53), where holding out 10 % of 455 rows costs more than it gains.
 - Session 21 let the ensemble's learning rate drop on a plateau (`lr_drop="plateau"`: when every
   member has run out of patience, all get their best weights back and train on from a fresh Adam at
   a tenth of the rate, once), chosen on validation rows (docs/results/ensemble-budget.md: naval
@@ -399,17 +399,18 @@ What the cells say (means over all stored splits; the tables below are computed 
   epoch-budget defaults tuning gained on boston and energy and lost a little on concrete and wine,
   where 20 % of a few hundred rows is a noisy tuning score.
 - Before session 23, the other dubito methods with their defaults beat the ensemble on boston (MC
-  dropout 2.43, the MDN 2.52, against 2.53; now 2.42), protein (2.096 over 5 splits vs 2.460, inside the 2.63 target: a third set met by
-  a default, though not by the ensemble row) and wine (the artefact below); on naval and power the
-  MDN is behind (-6.78 vs -8.33, 2.71 vs 2.69), MC dropout and the deterministic net further
-  (naval -4.87 / -6.47, power 2.81 / 2.81, protein 2.81 / 2.82); FuNN-HyVI comes next (boston 2.60,
-  wine 0.97) at 30-120 s per small-set split, outside bde's time. On the large sets none of IC-NLM,
-  mean-field VI or FuNN-HyVI comes near the ensemble: kin8nm (20 splits) IC-NLM -0.886 (RMSE 0.092
-  against the ensemble's 0.067), mean-field VI -1.129, FuNN-HyVI -1.130 (7 splits), against -1.346
-  and the target -1.315; naval IC-NLM -4.37 (RMSE 0.0024 against 0.00025), mean-field VI -5.76 (20
-  splits; RMSE 0.00057), against -8.33 (RMSE 0.00010); power (20 splits each) IC-NLM 3.19 (RMSE 4.67) and
-  mean-field VI 2.84 (RMSE 4.14, coverage 0.966) against the ensemble's 2.69 (RMSE 3.75) and the
-  MDN's 2.71 (these IC-NLM numbers are the `icnlm-paper` row's).
+  dropout 2.43, the MDN 2.52, against 2.53; now 2.42), protein (2.096 over 5 splits vs 2.460,
+  inside the 2.63 target: a third set met by a default, though not by the ensemble row) and wine
+  (the artefact below); on naval and power the MDN is behind (-6.78 vs -8.33, 2.71 vs 2.69), MC
+  dropout and the deterministic net further (naval -4.87 / -6.47, power 2.81 / 2.81, protein 2.81
+  / 2.82); FuNN-HyVI comes next (boston 2.60, wine 0.97) at 30-120 s per small-set split, outside
+  bde's time. On the large sets none of IC-NLM, mean-field VI or FuNN-HyVI comes near the
+  ensemble: kin8nm (20 splits) IC-NLM -0.886 (RMSE 0.092 against the ensemble's 0.067), mean-field
+  VI -1.129, FuNN-HyVI -1.130 (7 splits), against -1.346 and the target -1.315; naval IC-NLM -4.37
+  (RMSE 0.0024 against 0.00025), mean-field VI -5.76 (20 splits; RMSE 0.00057), against -8.33
+  (RMSE 0.00010); power (20 splits each) IC-NLM 3.19 (RMSE 4.67) and mean-field VI 2.84 (RMSE
+  4.14, coverage 0.966) against the ensemble's 2.69 (RMSE 3.75) and the MDN's 2.71 (these IC-NLM
+  numbers are the `icnlm-paper` row's).
 - Session 19 changed two defaults, each chosen on validation rows (never these test rows), and the
   test splits agree. (1) The IC-NLM's random intercept (docs/results/icnlm/intercept.md): the paper's
   copula ties its latent noise to the norm of the features and over-disperses; with the intercept
