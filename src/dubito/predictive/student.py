@@ -59,11 +59,10 @@ class StudentTMixture(StoredMoments):
         self._gauss, self._df = gauss, df
         self._mean, self._var, self._std = gauss.mean, gauss.var, gauss.std
         self._epistemic, self._aleatoric = gauss.epistemic_var, gauss.aleatoric_var
-        factor = math.sqrt((df - 2.0) / df)
-        self._scale = np.sqrt(gauss.variances) * factor
-        self._log_scale = np.log(self._scale)
-        with np.errstate(divide="ignore"):
-            self._logw = np.log(gauss.weights)
+        factor = math.sqrt((df - 2.0) / df)  # the Gaussian twin's sds, logs and log weights, rescaled
+        self._scale = gauss._sd * factor
+        self._log_scale = gauss._logsd + math.log(factor)
+        self._logw = gauss._logw
         self._log_norm = gammaln((df + 1) / 2) - gammaln(df / 2) - 0.5 * math.log(df * math.pi)
 
     # ------------------------------------------------------------------ parameters
