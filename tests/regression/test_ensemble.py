@@ -53,11 +53,11 @@ def _make_identical(est, X):
 
 
 def test_gammas_are_eq_36_on_own_features_in_normalised_units(fitted, data):
-    """P5: member's own h_l, sigma_l^2, all N training rows, lambda_prior = N / N = 1."""
+    """P5: member's own h_l, sigma_l^2, all N training rows, lambda_prior = N (10 / N) = 10."""
     X, y, _, _ = data
     _, var, h = _train_features(fitted, X)
-    assert fitted.lambda_prior_ == pytest.approx(1.0)  # default weight_decay = 1/N, per_sample
-    np.testing.assert_allclose(fitted.gammas_, gamma_closed_form(h, var, 1.0), rtol=1e-12)
+    assert fitted.lambda_prior_ == pytest.approx(10.0)  # default weight_decay = prior_precision / N, per_sample
+    np.testing.assert_allclose(fitted.gammas_, gamma_closed_form(h, var, 10.0), rtol=1e-12)
     assert np.all(fitted.gammas_ > 0) and np.all(fitted.gammas_ <= 1 / fitted.lambda_prior_)
     assert len(set(np.round(fitted.gammas_, 12))) == 4  # members differ
 
@@ -294,7 +294,7 @@ def test_fit_is_reproducible_and_seed_matters(data):
 def test_training_reduces_the_loss_and_learns(data):
     X, y, _ = toy2(n=500, seed=3)
     _, _, Xq, etaq = data
-    est = DeepEnsembleRegressor(n_members=2, hidden=(32, 16), epochs=40, batch_size=32, lr=1e-2,
+    est = DeepEnsembleRegressor(n_members=2, hidden=(32, 16), epochs=40, batch_size=32, lr=1e-2, prior_precision=1.0,
                                 lr_drop="halving", validation_fraction=0.0, progress=False, random_state=0).fit(X, y)
     assert est.loss_curve_.shape == (40, 2)
     assert np.all(est.loss_curve_[-1] < est.loss_curve_[0] - 0.5)

@@ -124,17 +124,27 @@ def test_loss_lambda_conventions_give_the_same_gradient_direction():
 
 
 @pytest.mark.parametrize(
-    "convention, weight_decay, expected_prior",
-    [("per_sample", 0.01, 0.5), ("sum", 0.01, 0.01), ("per_sample", None, 1.0), ("sum", None, 1 / 50)],
+    "convention, weight_decay, prior_precision, expected_prior",
+    [("per_sample", 0.01, 10.0, 0.5), ("sum", 0.01, 10.0, 0.01), ("per_sample", None, 1.0, 1.0),
+     ("sum", None, 1.0, 1 / 50), ("per_sample", None, 10.0, 10.0), ("sum", None, 10.0, 10 / 50)],
 )
-def test_estimator_maps_weight_decay_to_lambda_prior(convention, weight_decay, expected_prior):
+def test_estimator_maps_weight_decay_to_lambda_prior(convention, weight_decay, prior_precision, expected_prior):
     """P2: per_sample -> lambda_prior = N lambda_tab; sum -> lambda_prior = lambda_tab;
-    default lambda_tab = 1/N (the paper's toys). N = 50."""
+    weight_decay None: lambda_tab = prior_precision / N (1: the paper's toys; 10: the default). N = 50."""
     X, y, _ = toy1(n=50, seed=2)
     est = DeepEnsembleRegressor(n_members=2, hidden=(8,), epochs=2, weight_decay=weight_decay, validation_fraction=0.0,
-                                lambda_convention=convention, progress=False, random_state=0).fit(X, y)
+                                prior_precision=prior_precision, lambda_convention=convention, progress=False,
+                                random_state=0).fit(X, y)
     assert est.lambda_prior_ == pytest.approx(expected_prior, rel=1e-12)
-    assert est.weight_decay_ == pytest.approx(0.02 if weight_decay is None else weight_decay)
+    assert est.weight_decay_ == pytest.approx(prior_precision / 50 if weight_decay is None else weight_decay)
+
+
+def test_default_prior_precision_is_ten():
+    """The default (docs/results/ensemble-capacity.md): weight_decay None with prior_precision 10."""
+    X, y, _ = toy1(n=50, seed=2)
+    est = DeepEnsembleRegressor(n_members=1, hidden=(8,), epochs=1, validation_fraction=0.0, progress=False,
+                                random_state=0).fit(X, y)
+    assert est.lambda_prior_ == pytest.approx(10.0, rel=1e-12)
 
 
 def test_lr_schedules():

@@ -222,7 +222,8 @@ def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     )
     # the registry's `ensemble` (the Bayesian correction) with the paper's Gaussian components (tail_df=None);
     # DE and EXT are both predicted from the one fit
-    est = build("ensemble", **fit_settings, validation_fraction=0.0, tail_df=None, device=device,
+    # weight_decay None is the toys' "lambda = 1/N": prior precision 1 (the estimator's default is 10)
+    est = build("ensemble", **fit_settings, prior_precision=1.0, validation_fraction=0.0, tail_df=None, device=device,
                 random_state=random_state, progress=progress)
     t1 = time.perf_counter()
     est.fit(X_tr, y_tr)

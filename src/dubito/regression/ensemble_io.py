@@ -8,7 +8,9 @@ training records, ``lambda_prior``, ``weight_decay``, ``variance_scale``, the re
 ``patience``) as JSON. Files of older
 versions hold y_mean / y_scale in ``fitted``; before validated fitting they have no held-out record
 (every member ran to the cap), before variance scaling no ``variance_scale`` (1), and before
-"auto" budgets no resolved ``epochs`` / ``patience`` (the constructor's integers).
+"auto" budgets no resolved ``epochs`` / ``patience`` (the constructor's integers), before the
+Student-t components no ``tail_df`` (Gaussian), before ``prior_precision`` none (1: what
+``weight_decay=None`` meant then).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ def ensemble_from_state(cls, tensors, settings, *, device=None):
     params = io.params_from_json(settings["params"], device=device)
     params.setdefault("variance_scaling", "none")  # files written before variance scaling
     params.setdefault("tail_df", None)  # files written before the Student-t components: Gaussian
+    params.setdefault("prior_precision", 1.0)  # files written before it: weight_decay None meant 1/N
     est = cls(**params)
     s = est._settings()
     L = s["n_members"]
