@@ -29,7 +29,7 @@ import time
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common, also when imported by path
-from _common import one_thread_env, progress, torch_one_thread, validation_rows  # noqa: E402
+from _common import header, one_thread_env, progress, torch_one_thread, validation_rows  # noqa: E402
 
 one_thread_env()
 
@@ -144,7 +144,7 @@ def main(argv=None) -> None:
     if args.table:
         table(args.records)
         return
-    torch_one_thread()
+    print(header(torch_one_thread(), "cpu"))
     run(args)
     table(args.records)
 

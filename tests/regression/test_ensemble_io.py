@@ -168,3 +168,21 @@ def test_file_in_an_older_layout_still_loads(model_and_data, tmp_path, era):
     else:
         np.testing.assert_array_equal(back.best_epoch_, est.best_epoch_)
         np.testing.assert_array_equal(back.validation_curve_, est.validation_curve_)
+
+
+def test_prior_precision_is_saved_and_files_without_it_load_with_precision_one(tmp_path):
+    """``prior_precision`` round-trips; a file written before it existed (when weight_decay None meant
+    1/N) loads with precision 1, its fitted lambda_prior and predictions unchanged."""
+    X, y, _ = toy2(n=80, seed=0)
+    est = DeepEnsembleRegressor(n_members=2, hidden=(8,), epochs=2, prior_precision=1.0, validation_fraction=0.0,
+                                progress=False, random_state=0).fit(X, y)
+    est.save(tmp_path / "m.safetensors")
+    assert DeepEnsembleRegressor.load(tmp_path / "m.safetensors").prior_precision == 1.0
+    tensors, settings = io.load_tensors(tmp_path / "m.safetensors", "DeepEnsembleRegressor")
+    settings["params"].pop("prior_precision")
+    io.save_tensors(tmp_path / "old.safetensors", tensors, "DeepEnsembleRegressor", settings)
+    old = DeepEnsembleRegressor.load(tmp_path / "old.safetensors")
+    assert old.prior_precision == 1.0 and old.lambda_prior_ == est.lambda_prior_ == 1.0
+    np.testing.assert_array_equal(old.predict(X[:10]), est.predict(X[:10]))
+    refit = DeepEnsembleRegressor(**{**old.get_params(), "progress": False}).fit(X, y)
+    np.testing.assert_array_equal(refit.predict(X[:10]), est.predict(X[:10]))

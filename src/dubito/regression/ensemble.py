@@ -150,14 +150,14 @@ class DeepEnsembleRegressor(DubitoRegressor):
         simulated-data setting "lambda = 1/N" (Sec. 4.1; its toys pass it), a standard-normal
         prior on every weight in standardised units. The default 10 and the doubled widths were chosen
         together on validation rows, never test rows (benchmarks/ensemble_capacity.py,
-        docs/results/ensemble-capacity.md; first 3 standard splits, protein and naval 1): validation
-        NLL against (128, 64, 32) with precision 1, energy 0.615 -> 0.478, concrete 3.086 -> 3.017,
-        yacht -0.044 -> -0.100, boston 2.359 -> 2.336, kin8nm -1.320 -> -1.330, naval -8.447 ->
-        -8.480, protein 2.509 -> 2.414; wine 0.887 -> 0.898 and power 2.656 -> 2.664 pay. Precision
-        3 suits those two (0.886, 2.627) but gains less in all (summed over six sets -0.20
-        against -0.27), precision 5 in between; the wider net alone changes little but on concrete
-        and power. The README example's coverage is unchanged (diabetes splits 0-9: 0.92-1.00,
-        mean 0.978).
+        docs/results/ensemble-capacity.md; first 3 standard splits): validation NLL against
+        (128, 64, 32) with precision 1, energy 0.615 -> 0.492, concrete 3.086 -> 3.013, yacht
+        -0.044 -> -0.085, kin8nm -1.320 -> -1.328, boston 2.359 -> 2.358; wine pays 0.887 -> 0.897.
+        An exploration with precision 9 also gave naval -8.447 -> -8.480 and protein 2.509 -> 2.414
+        (split 0) and power 2.656 -> 2.664. Precision 3 or 5 suit wine and power but gain less
+        in all (summed over the five small sets -0.17 and -0.19 against -0.23); the wider net
+        alone changes little but on concrete and power. The README example's coverage is unchanged
+        (diabetes splits 0-9: 0.92-1.00, mean 0.978).
     lambda_convention : {"per_sample", "sum"}, default "per_sample"
         How lambda_tab maps to the loss (spec P2). "per_sample": Adam(weight_decay=lambda_tab)
         on the mean NLL, lambda_prior = N lambda_tab. "sum": weight decay lambda_tab / N,
@@ -213,8 +213,9 @@ class DeepEnsembleRegressor(DubitoRegressor):
         own stream of ``random_state``) to stop each member early on its held-out NLL and keep
         its best epoch (`dubito.early_stopping`; 0.1 is scikit-learn's MLPRegressor default).
         They are not refitted. 0: train on every row for ``epochs`` epochs (the paper). The
-        defaults cover 0.92-1.00 at 95 % on diabetes splits 0-9 (mean 0.977; 0.969 with Gaussian
-        components), against 0.64-0.84 (mean 0.76) for the paper's 60 fixed epochs on every row.
+        defaults cover 0.92-1.00 at 95 % on diabetes splits 0-9 (mean 0.978; 0.977 with the
+        former nets, 0.969 with Gaussian components), against 0.64-0.84 (mean 0.76) for the
+        paper's 60 fixed epochs on every row.
     patience : int or "auto", default "auto"
         Epochs without a better held-out NLL before a member stops (`dubito.early_stopping`).
         "auto": 20 epochs or 1,000 optimiser steps, whichever is longer (on the standard UCI
