@@ -313,10 +313,10 @@ fbd1568; session 23: the ensemble with Student-t components on all nine sets at 
 (256, 128, 64) nets and prior precision 10 on the five small sets, kin8nm and protein (all splits),
 naval (3 splits) and power (4) at 28c830e (the former `ensemble` cells renamed `ensemble-paper-
 net`). Still to run for `defaults`: `ensemble` on naval (17 splits) and power (16; about 2.5 CPU h
-at 150-300 s a cell); `ensemble-hmc` on boston, concrete and energy (60 cells, about 1 CPU h); the
-new icnlm row on kin8nm (14 splits), naval, power and protein (about 4 CPU h at 150-260 s a cell);
-FuNN-HyVI on kin8nm (13 of 20 splits), naval, power and protein; IC-NLM (both rows) and mean-field
-VI on protein; NGBoost on power and protein.
+at 150-300 s a cell); `ensemble-hmc` on boston, concrete and energy (58 cells, about 1 CPU h; 2
+boston splits ran at 19823a0, the same code for it); the new icnlm row on kin8nm (14 splits), naval,
+power and protein (about 4 CPU h at 150-260 s a cell); FuNN-HyVI on kin8nm (13 of 20 splits), naval,
+power and protein; IC-NLM (both rows) and mean-field VI on protein; NGBoost on power and protein.
 
 What the cells say (means over all stored splits; the tables below are computed from the cells):
 - Session 24: the ensemble's nets became (256, 128, 64) with a N(0, 1/10) prior on every
