@@ -85,7 +85,8 @@ class EnsembleHMCRegressor(DeepEnsembleRegressor):
                  prior_precision=1.0, lambda_convention="per_sample", batch_size=64, epochs="auto", lr_drop="plateau",
                  random_bias=False, device="cpu", random_state=None, progress=True, checkpoint_dir=None,
                  checkpoint_every=10, validation_fraction=DEFAULT_VALIDATION_FRACTION, patience="auto",
-                 variance_scaling="heldout", tail_df=DEFAULT_TAIL_DF, n_warmup=100, n_draws=100, thin=5, n_leapfrog=10, target_accept=0.8):
+                 variance_scaling="heldout", tail_df=DEFAULT_TAIL_DF, n_warmup=100, n_draws=100, thin=5,
+                 n_leapfrog=10, target_accept=0.8):
         super().__init__(n_members=n_members, hidden=hidden, activation=activation, lr=lr,
                          weight_decay=weight_decay, prior_precision=prior_precision,
                          lambda_convention=lambda_convention, batch_size=batch_size,
