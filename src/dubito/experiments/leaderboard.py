@@ -287,51 +287,53 @@ the scale) the MDN 2.222 -> 2.173 and MC dropout 2.338 -> 2.233. The `ensemble-t
 Run history: the small sets and kin8nm for MC dropout, MDN and the deterministic net at commits
 c5215a3 and be7b2cd (the "-dirty" flag of c5215a3 is an untracked symlink in the run's worktree, no
 source change; these estimators' numbers are bit-identical at later commits, which moved them onto
-the one estimator base); every ensemble cell at 050e544 (the held-out variance scale); IC-NLM, mean-
-field VI and FuNN-HyVI at b4d85b4 / 050e544 (the same code for them), after their validated fitting
-landed; NGBoost (ngboost 0.6.0 installed with --no-deps beside scikit-learn 1.9.1) and the `paper`
-preset's ensemble-tuned cells at 4a477e6; MC dropout, MDN and the deterministic net on naval, power
-and protein at 737ce64 (session 15); IC-NLM, mean-field VI, FuNN-HyVI and NGBoost on kin8nm and
-naval at 74e69ca (session 16; the first 6 kin8nm splits of IC-NLM and NGBoost at 050e544 and
-4a477e6); mean-field VI on naval (splits 2-19), IC-NLM on power (14 splits) and FuNN-HyVI on kin8nm
-(4 more splits) at 8c45067 (session 17); IC-NLM on power (the last 6 splits), mean-field VI on power
-(20) and NGBoost on naval (11 more splits) at 8275d44 (session 18; no change to these estimators
-since 74e69ca); session 19: NGBoost on naval (its last 3 splits) at 8275d44, the IC-NLM with its
-random intercept at 872753f (the four small sets, kin8nm's first splits), the deterministic net and
-MC dropout with the longer budget at 157200a (the five small sets, kin8nm; MC dropout on kin8nm's
-first splits); session 20: MC dropout on kin8nm (18 splits) and naval, the deterministic net on
-naval and power, at 1706602 (the same code for these as 157200a); the ensemble with the step-counted
-budget on the five small sets at 9a571bf, MC dropout's at e8ae097 (its former cells there renamed
-`ensemble-epochs` / `mc-dropout-epochs`); MC dropout on power and the deterministic net on protein
-at 92d61da; session 21: the ensemble with the plateau drop on all nine sets, MC dropout with the
-"auto" scale on wine and kin8nm, at 03a42d7 (the former cells renamed `ensemble-constant-lr` / `mc-
-dropout-unscaled`); session 22: MC dropout with the "auto" scale on naval, power and protein at
-04d4716 (the same MC-dropout code as 03a42d7), the new `ensemble-hmc` row on the five small sets at
-fbd1568; session 23: the ensemble with Student-t components on all nine sets at 9e1e3d1 (the former
-`ensemble` / `ensemble-hmc` cells renamed `ensemble-gaussian` / `ensemble-hmc-gaussian`), and
-`ensemble-hmc` with Student-t components on wine and yacht at 9e1e3d1; session 24: the ensemble with
-(256, 128, 64) nets and prior precision 10 on the five small sets, kin8nm and protein (all splits),
-naval (3 splits) and power (4) at 28c830e (the former `ensemble` cells renamed `ensemble-paper-
-net`). Still to run for `defaults`: `ensemble` on naval (17 splits) and power (16; about 2.5 CPU h
-at 150-300 s a cell); `ensemble-hmc` on boston, concrete and energy (58 cells, about 1 CPU h; 2
-boston splits ran at 19823a0, the same code for it); the new icnlm row on kin8nm (14 splits), naval,
-power and protein (about 4 CPU h at 150-260 s a cell); FuNN-HyVI on kin8nm (13 of 20 splits), naval,
-power and protein; IC-NLM (both rows) and mean-field VI on protein; NGBoost on power and protein.
+the one estimator base); every ensemble cell at 050e544 (the held-out variance scale); IC-NLM,
+mean-field VI and FuNN-HyVI at b4d85b4 / 050e544 (the same code for them), after their validated
+fitting landed; NGBoost (ngboost 0.6.0 installed with --no-deps beside scikit-learn 1.9.1) and the
+`paper` preset's ensemble-tuned cells at 4a477e6; MC dropout, MDN and the deterministic net on
+naval, power and protein at 737ce64 (session 15); IC-NLM, mean-field VI, FuNN-HyVI and NGBoost on
+kin8nm and naval at 74e69ca (session 16; the first 6 kin8nm splits of IC-NLM and NGBoost at 050e544
+and 4a477e6); mean-field VI on naval (splits 2-19), IC-NLM on power (14 splits) and FuNN-HyVI on
+kin8nm (4 more splits) at 8c45067 (session 17); IC-NLM on power (the last 6 splits), mean-field VI
+on power (20) and NGBoost on naval (11 more splits) at 8275d44 (session 18; no change to these
+estimators since 74e69ca); session 19: NGBoost on naval (its last 3 splits) at 8275d44, the IC-NLM
+with its random intercept at 872753f (the four small sets, kin8nm's first splits), the deterministic
+net and MC dropout with the longer budget at 157200a (the five small sets, kin8nm; MC dropout on
+kin8nm's first splits); session 20: MC dropout on kin8nm (18 splits) and naval, the deterministic
+net on naval and power, at 1706602 (the same code for these as 157200a); the ensemble with the
+step-counted budget on the five small sets at 9a571bf, MC dropout's at e8ae097 (its former cells
+there renamed `ensemble-epochs` / `mc-dropout-epochs`); MC dropout on power and the deterministic
+net on protein at 92d61da; session 21: the ensemble with the plateau drop on all nine sets, MC
+dropout with the "auto" scale on wine and kin8nm, at 03a42d7 (the former cells renamed
+`ensemble-constant-lr` / `mc-dropout-unscaled`); session 22: MC dropout with the "auto" scale on
+naval, power and protein at 04d4716 (the same MC-dropout code as 03a42d7), the new `ensemble-hmc`
+row on the five small sets at fbd1568; session 23: the ensemble with Student-t components on all
+nine sets at 9e1e3d1 (the former `ensemble` / `ensemble-hmc` cells renamed `ensemble-gaussian` /
+`ensemble-hmc-gaussian`), and `ensemble-hmc` with Student-t components on wine and yacht at 9e1e3d1;
+session 24: the ensemble with (256, 128, 64) nets and prior precision 10 on the five small sets,
+kin8nm and protein (all splits), power (all splits) and naval (3) at 28c830e (the former `ensemble`
+cells renamed `ensemble-paper-net`). Still to run for `defaults`: `ensemble` on naval (17 splits;
+about 1.5 CPU h at 150-300 s a cell); `ensemble-hmc` on boston, concrete and energy (58 cells, about
+1 CPU h; 2 boston splits ran at 19823a0, the same code for it); the new icnlm row on kin8nm (14
+splits), naval, power and protein (about 4 CPU h at 150-260 s a cell); FuNN-HyVI on kin8nm (13 of 20
+splits), naval, power and protein; IC-NLM (both rows) and mean-field VI on protein; NGBoost on power
+and protein.
 
 What the cells say (means over all stored splits; the tables below are computed from the cells):
 - Session 24: the ensemble's nets became (256, 128, 64) with a N(0, 1/10) prior on every
-  standardised weight (`prior_precision=10`; chosen on validation rows, docs/results/ensemble-
-  capacity.md). `ensemble` against `ensemble-paper-net` (its former cells, (128, 64, 32) with
-  precision 1; the splits both hold): yacht -0.203 -> -0.375 (target -0.21: met), energy 0.479 ->
-  0.273, kin8nm -1.340 -> -1.355, protein 2.400 -> 2.365 (5 splits), naval -8.307 -> -8.409 (3
-  splits), boston 2.422 -> 2.389, concrete 2.846 -> 2.833, wine 0.912 -> 0.910 (target 0.89), power
-  2.631 -> 2.645 (4 splits; the validation rows had predicted +0.008 there). RMSE falls on every set
-  but power (energy 0.513 -> 0.393, boston 3.26 -> 3.12); coverage@95 0.923-0.973. **One method with
-  one recipe now meets 5 of the 9 targets** (energy, kin8nm, naval, protein, yacht; naval on 3 new
-  splits, its former cells met it on all 20); the bar is 6. Power misses by 0.045 (a patience of 100
-  epochs gave -0.04 on validation rows at 2-4x the time: the lead for it), wine by 0.02, concrete by
-  0.11, boston by 0.15. Fit seconds under a load of three processes on the two cores: boston 20,
-  wine 12, kin8nm 40 (within bde's), concrete 46, energy 55, yacht 39, protein 343 (outside it).
+  standardised weight (`prior_precision=10`; chosen on validation rows,
+  docs/results/ensemble-capacity.md). `ensemble` against `ensemble-paper-net` (its former cells,
+  (128, 64, 32) with precision 1; the splits both hold): yacht -0.203 -> -0.375 (target -0.21: met),
+  energy 0.479 -> 0.273, kin8nm -1.340 -> -1.355, protein 2.400 -> 2.365 (5 splits), naval -8.307 ->
+  -8.409 (3 splits), boston 2.422 -> 2.389, concrete 2.846 -> 2.833, wine 0.912 -> 0.910 (target
+  0.89), power 2.645 -> 2.654 (20 splits; the validation rows had predicted +0.008 there). RMSE
+  falls on every set but power (energy 0.513 -> 0.393, boston 3.26 -> 3.12); coverage@95
+  0.923-0.973. **One method with one recipe now meets 5 of the 9 targets** (energy, kin8nm, naval,
+  protein, yacht; naval on 3 new splits, its former cells met it on all 20); the bar is 6. Power
+  misses by 0.054 (a patience of 100 epochs gave -0.04 on validation rows at 2-4x the time: the lead
+  for it), wine by 0.02, concrete by 0.11, boston by 0.15. Fit seconds under a load of three
+  processes on the two cores: boston 20, wine 12, kin8nm 40 (within bde's), concrete 46, energy 55,
+  yacht 39, protein 343 (outside it).
 - Session 23: the ensembles' components became Student-t with 6 degrees of freedom (`tail_df=6`:
   each member's mean and variance, heavier tails; chosen on validation rows,
   docs/results/ensemble-tails.md). `ensemble` against `ensemble-gaussian` (the same networks, so the
