@@ -48,10 +48,15 @@ SETS = ["boston", "concrete", "energy", "wine", "yacht", "kin8nm", "power", "nav
 
 
 def read_records(path: str) -> list[dict]:
+    """The records so far; a last line cut short by an interrupted append is dropped (its fit reruns)."""
     if not os.path.exists(path):
         return []
     with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        lines = [line for line in f if line.strip()]
+    try:
+        return [json.loads(line) for line in lines]
+    except json.JSONDecodeError:
+        return [json.loads(line) for line in lines[:-1]]
 
 
 def score(pred, y) -> dict:
