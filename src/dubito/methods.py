@@ -105,10 +105,11 @@ METHODS: dict[str, Method] = {
         Method("ensemble-hmc", "deep ensemble (5 members), then HMC over all weights from each member "
                "(optimise, then sample: 20 draws each)", EnsembleHMCRegressor, "Sommer et al. 2025 (MILE, bde)"),
         Method("ensemble-standard", "deep ensemble (5 members) as Lakshminarayanan et al. 2017, no correction",
-               DeepEnsembleRegressor, "Lakshminarayanan et al. 2017", fixed=dict(correction="none", tail_df=None)),
+               DeepEnsembleRegressor, "Lakshminarayanan et al. 2017",
+               fixed=dict(correction="none", tail_df=None, input_encoding="none")),
         Method("mean-variance", "one network with mean and variance heads trained by the Gaussian NLL "
                "(the B-DeepNoise paper's BP)", DeepEnsembleRegressor, "Nix & Weigend 1994",
-               fixed=dict(n_members=1, correction="none", tail_df=None)),
+               fixed=dict(n_members=1, correction="none", tail_df=None, input_encoding="none")),
         Method("mc-dropout", "MC dropout (p=0.05, 1000 masks) with a homoscedastic noise from training residuals",
                MCDropoutRegressor, "Gal & Ghahramani 2016"),
         Method("mdn", "mixture density network, 50 Gaussian components", MixtureDensityRegressor, "Bishop 1994"),

@@ -41,7 +41,8 @@ def test_predictive_is_the_mixture_of_every_members_draws_and_starts_from_the_tr
     assert np.all((est.acceptance_ > 0) & (est.acceptance_ <= 1))
     assert set(est.diagnostics_) >= {"rhat_mean", "ess_mean", "rhat_loglik", "acceptance", "converged"}
     # stage 1 is the ensemble's training, bit for bit: the same members before sampling
-    ens = DeepEnsembleRegressor(random_state=0, correction="none", prior_precision=1.0, **FAST).fit(X, y)
+    ens = DeepEnsembleRegressor(random_state=0, correction="none", prior_precision=1.0, input_encoding="none",
+                                **FAST).fit(X, y)
     assert ens.best_epoch_.tolist() == est.best_epoch_.tolist()
     assert np.array_equal(ens.loss_curve_, est.loss_curve_)
     # the draws stay near their own member: each chain's draws are closer to its start than to the others'

@@ -58,6 +58,7 @@ METHODS = {
     "ensemble-constant-lr": ("ensemble", False),
     "ensemble-gaussian": ("ensemble", False),
     "ensemble-paper-net": ("ensemble", False),
+    "ensemble-raw-inputs": ("ensemble", False),
     "ensemble-hmc": ("ensemble-hmc", False),
     "ensemble-hmc-gaussian": ("ensemble-hmc", False),
     "mc-dropout": ("mc-dropout", False),
@@ -91,20 +92,23 @@ METHODS = {
 #: held-out rows up (session 21; its cells on the four sets where that changed: wine, kin8nm, naval,
 #: power); ``ensemble-gaussian`` and ``ensemble-hmc-gaussian`` the two ensembles before their
 #: components became Student-t (``tail_df``, session 23); ``ensemble-paper-net`` the ensemble before
-#: its nets became (256, 128, 64) with a prior precision of 10 (session 24). Their cells were run before
-#: those changes, under the entry's name, and renamed; each row keeps the settings of the rows renamed
-#: before it (a constant rate, no scale, Gaussian, the paper's net).
+#: its nets became (256, 128, 64) with a prior precision of 10 (session 24); ``ensemble-raw-inputs`` the
+#: ensemble before it chose between its raw inputs and their piecewise-linear encoding (session 25).
+#: Their cells were run before those changes, under the entry's name, and renamed; each row keeps the
+#: settings of the rows renamed before it (a constant rate, no scale, Gaussian, the paper's net, raw inputs).
 EPOCH_BUDGET = {"patience": DEFAULT_PATIENCE, "epochs": DEFAULT_EPOCHS}
 PAPER_BUDGET = {"lr": 2.5e-4, "epochs": 60, "patience": 20}
 CONSTANT_LR, UNSCALED, GAUSSIAN = {"lr_drop": "none"}, {"variance_scaling": "none"}, {"tail_df": None}
-PAPER_NET = {"hidden": (128, 64, 32), "prior_precision": 1.0}
+RAW_INPUTS = {"input_encoding": "none"}
+PAPER_NET = {"hidden": (128, 64, 32), "prior_precision": 1.0, **RAW_INPUTS}
 OVERRIDES = {"icnlm-paper": {"intercept": False}, "deterministic-paper": PAPER_BUDGET,
              "mc-dropout-paper": {**PAPER_BUDGET, **UNSCALED},
              "ensemble-epochs": {**EPOCH_BUDGET, **CONSTANT_LR, **GAUSSIAN, **PAPER_NET},
              "mc-dropout-epochs": {**EPOCH_BUDGET, **UNSCALED},
              "ensemble-constant-lr": {**CONSTANT_LR, **GAUSSIAN, **PAPER_NET},
              "mc-dropout-unscaled": UNSCALED, "ensemble-gaussian": {**GAUSSIAN, **PAPER_NET},
-             "ensemble-hmc-gaussian": GAUSSIAN, "ensemble-paper-net": PAPER_NET}
+             "ensemble-hmc-gaussian": GAUSSIAN, "ensemble-paper-net": PAPER_NET,
+             "ensemble-raw-inputs": RAW_INPUTS}
 # B-DeepNoise is not tuned here: each trial is a full Gibbs run (about 90 s per small-set split at the
 # CLI setting), so 20 trials cost about 30 CPU min per cell, 50 CPU h per 100 small-set cells.
 

@@ -62,7 +62,9 @@ from dubito.early_stopping import (
     regression_holdout,
     resolve_budget,
 )
+from dubito.metrics.scoring import nll
 from dubito.nn.batched import ACTIVATIONS, BatchedGaussianMLP
+from dubito.nn.piecewise_linear import PiecewiseLinearEncoding
 from dubito.predictive.mixture import GaussianMixture
 from dubito.predictive.student import StudentTMixture, check_df
 from dubito.regression._gamma import augment_bias, feature_sums
@@ -102,6 +104,10 @@ DEFAULT_TAIL_DF = 6.0
 #: says how they were chosen); the paper's net is (128, 64, 32) with a precision of 1.
 DEFAULT_HIDDEN = (256, 128, 64)
 DEFAULT_PRIOR_PRECISION = 10.0
+#: ``input_encoding`` settings: the raw standardised inputs, those plus their piecewise-linear
+#: encoding (`dubito.nn.piecewise_linear`), or whichever of the two has the lower held-out NLL.
+INPUT_ENCODINGS = ("none", "piecewise_linear", "auto")
+DEFAULT_INPUT_ENCODING = "auto"
 
 
 class MemberComponents(NamedTuple):
@@ -295,6 +301,7 @@ class DeepEnsembleRegressor(DubitoRegressor):
         patience="auto",
         variance_scaling="heldout",
         tail_df=DEFAULT_TAIL_DF,
+        input_encoding=DEFAULT_INPUT_ENCODING,
     ):
         self.n_members = n_members
         self.hidden = hidden
@@ -317,6 +324,7 @@ class DeepEnsembleRegressor(DubitoRegressor):
         self.patience = patience
         self.variance_scaling = variance_scaling
         self.tail_df = tail_df
+        self.input_encoding = input_encoding
 
     # ------------------------------------------------------------------ settings
     def _settings(self) -> dict:
@@ -343,6 +351,7 @@ class DeepEnsembleRegressor(DubitoRegressor):
             patience=check_patience(self.patience, allow_auto=True),
             variance_scaling=check_choice(self.variance_scaling, "variance_scaling", VARIANCE_SCALINGS),
             tail_df=None if self.tail_df is None else check_df(self.tail_df),
+            input_encoding=check_choice(self.input_encoding, "input_encoding", INPUT_ENCODINGS),
         )
 
     # ------------------------------------------------------------------ fit
@@ -358,18 +367,37 @@ class DeepEnsembleRegressor(DubitoRegressor):
         s = self._settings()
         check_resume(self, resume)
         X, y = self._validate_fit(X, y, min_samples=MIN_SAMPLES)
+        seed = seed_base(self.random_state)
+        train_rows, val_rows = regression_holdout(y, s["validation_fraction"], seed, min_samples=MIN_SAMPLES,
+                                                  batch_size=s["batch_size"])
+        encodings = [s["input_encoding"]]
+        if encodings == ["auto"]:
+            encodings = ["none", "piecewise_linear"] if val_rows.size else ["none"]
+        scores, kept = {}, None
+        for encoding in encodings:
+            self._fit_members(X, y, train_rows, val_rows, encoding, s, seed, resume)
+            score = float(nll(self.predict_distribution(X[val_rows]), y[val_rows]).mean()) if val_rows.size else None
+            scores[encoding] = score
+            if kept is None or (score is not None and score < scores[kept["input_encoding_"]]):
+                kept = {k: v for k, v in vars(self).items() if k.endswith("_") and not k.startswith("_")}
+        vars(self).update(kept)
+        self.encoding_scores_ = scores
+        return self
+
+    def _fit_members(self, X, y, train_rows, val_rows, encoding: str, s: dict, seed: int, resume: bool) -> None:
+        """Train the members on ``X[train_rows]`` with the inputs encoded by ``encoding`` ("none" or
+        "piecewise_linear"), stopping on ``X[val_rows]``; then eq. (36) and the held-out scale."""
         L = s["n_members"]
         device = s["device"]
-        seed = seed_base(self.random_state)
-        fraction = s["validation_fraction"]
-        train_rows, val_rows = regression_holdout(y, fraction, seed, min_samples=MIN_SAMPLES,
-                                                  batch_size=s["batch_size"])
         X_fit, y_fit = X[train_rows], y[train_rows]
-        n, p = X_fit.shape
+        n = X_fit.shape[0]
         patience, epochs = resolve_budget(s["patience"], s["epochs"], n, s["batch_size"], held_out=bool(val_rows.size))
         self.patience_, self.epochs_ = patience, epochs
 
         Xs, ys = self._fit_scaling(X_fit, y_fit)
+        self.input_encoding_ = encoding
+        self.encoding_ = PiecewiseLinearEncoding.fit(Xs) if encoding == "piecewise_linear" else None
+        Xs = self._encode(Xs)
 
         lam_tab = s["prior_precision"] / n if self.weight_decay is None else float(self.weight_decay)
         if s["lambda_convention"] == "per_sample":
@@ -378,19 +406,20 @@ class DeepEnsembleRegressor(DubitoRegressor):
             opt_decay, lam_prior = lam_tab / n, lam_tab
 
         gens = member_generators(seed, L)
-        net = BatchedGaussianMLP(L, p, s["hidden"], s["activation"], generators=gens,
+        net = BatchedGaussianMLP(L, Xs.shape[1], s["hidden"], s["activation"], generators=gens,
                                  dtype=torch.float32, device=device)
         X32 = torch.as_tensor(Xs, dtype=torch.float32).to(device)
         y32 = torch.as_tensor(ys, dtype=torch.float32).to(device)
         validation, stopper = None, None
         if val_rows.size:
-            validation = (torch.as_tensor((X[val_rows] - self.x_mean_) / self.x_scale_, dtype=torch.float32).to(device),
+            X_val = self._encode((X[val_rows] - self.x_mean_) / self.x_scale_)
+            validation = (torch.as_tensor(X_val, dtype=torch.float32).to(device),
                           torch.as_tensor((y[val_rows] - self.y_mean_) / self.y_scale_, dtype=torch.float32).to(device))
             stopper = EarlyStopping(patience, L)
         curve = train_members(
             net, X32, y32, generators=gens, lr=s["lr"], weight_decay=opt_decay,
             batch_size=min(s["batch_size"], n), epochs=epochs, lr_drop=s["lr_drop"],
-            progress=bool(self.progress), checkpoint=self._checkpoint(X, y, s["checkpoint_every"], resume),
+            progress=bool(self.progress), checkpoint=self._checkpoint(X, y, s["checkpoint_every"], resume, encoding),
             validation=validation, stopper=stopper,
         )
         del X32, y32, validation
@@ -412,18 +441,27 @@ class DeepEnsembleRegressor(DubitoRegressor):
         self._after_training(Xs, ys, seed)
         if s["variance_scaling"] == "heldout" and val_rows.size:
             self.variance_scale_ = fit_variance_scale(self.predict_distribution(X[val_rows]), y[val_rows])
-        return self
+
+    def _encode(self, Xs: np.ndarray) -> np.ndarray:
+        """Standardised inputs -> the network's inputs (``encoding_``; unchanged without one)."""
+        return Xs if getattr(self, "encoding_", None) is None else self.encoding_.transform(Xs)
+
+    def _standardise(self, X, fitted_attributes=None) -> np.ndarray:
+        """X checked, standardised by the training scaling and encoded: the network's inputs."""
+        return self._encode(super()._standardise(X, fitted_attributes))
 
     def _after_training(self, Xs: np.ndarray, ys: np.ndarray, seed: int) -> None:
         """A hook between training (and eq. 36) and the held-out variance scale, on the standardised
         training rows: nothing here; `EnsembleHMCRegressor` samples from each member."""
 
-    def _checkpoint(self, X, y, every: int, resume: bool) -> MemberCheckpoint | None:
-        """The training checkpoint (None without ``checkpoint_dir``); resuming needs every
-        constructor setting but the progress bar and the checkpoint's own, and the data, to match."""
+    def _checkpoint(self, X, y, every: int, resume: bool, encoding: str = "none") -> MemberCheckpoint | None:
+        """The training checkpoint (None without ``checkpoint_dir``; one file per input encoding);
+        resuming needs every constructor setting but the progress bar and the checkpoint's own, and
+        the data, to match."""
         if self.checkpoint_dir is None:
             return None
-        return MemberCheckpoint(Path(self.checkpoint_dir) / "deep_ensemble.safetensors",
+        name = "deep_ensemble.safetensors" if encoding == "none" else f"deep_ensemble-{encoding}.safetensors"
+        return MemberCheckpoint(Path(self.checkpoint_dir) / name,
                                 estimator_settings(self, X, y), every, resume)
 
     @torch.no_grad()

@@ -65,7 +65,8 @@ class EnsembleHMCRegressor(DeepEnsembleRegressor):
     Parameters are the ensemble's (``correction`` is fixed to "none": the draws carry the
     epistemic spread), with two defaults of their own, those the sampler's settings were chosen
     with (docs/results/ensemble-hmc.md): ``hidden=(128, 64, 32)``, the paper's net (a chain's cost
-    grows with the weights), and ``prior_precision=1.0``, the N(0, 1) prior of U_l. Beyond them:
+    grows with the weights), ``prior_precision=1.0``, the N(0, 1) prior of U_l, and
+    ``input_encoding="none"`` (the raw inputs; "auto" would run the chains twice). Beyond them:
 
     n_warmup : int, default 100 — HMC iterations adapting each chain's step size (dual averaging
         to ``target_accept``; Hoffman & Gelman 2014), discarded.
@@ -85,15 +86,16 @@ class EnsembleHMCRegressor(DeepEnsembleRegressor):
                  prior_precision=1.0, lambda_convention="per_sample", batch_size=64, epochs="auto", lr_drop="plateau",
                  random_bias=False, device="cpu", random_state=None, progress=True, checkpoint_dir=None,
                  checkpoint_every=10, validation_fraction=DEFAULT_VALIDATION_FRACTION, patience="auto",
-                 variance_scaling="heldout", tail_df=DEFAULT_TAIL_DF, n_warmup=100, n_draws=100, thin=5,
-                 n_leapfrog=10, target_accept=0.8):
+                 variance_scaling="heldout", tail_df=DEFAULT_TAIL_DF, input_encoding="none", n_warmup=100,
+                 n_draws=100, thin=5, n_leapfrog=10, target_accept=0.8):
         super().__init__(n_members=n_members, hidden=hidden, activation=activation, lr=lr,
                          weight_decay=weight_decay, prior_precision=prior_precision,
                          lambda_convention=lambda_convention, batch_size=batch_size,
                          epochs=epochs, lr_drop=lr_drop, correction="none", random_bias=random_bias, device=device,
                          random_state=random_state, progress=progress, checkpoint_dir=checkpoint_dir,
                          checkpoint_every=checkpoint_every, validation_fraction=validation_fraction,
-                         patience=patience, variance_scaling=variance_scaling, tail_df=tail_df)
+                         patience=patience, variance_scaling=variance_scaling, tail_df=tail_df,
+                         input_encoding=input_encoding)
         del self.correction  # the class attribute: not a constructor setting here
         self.n_warmup = n_warmup
         self.n_draws = n_draws

@@ -10,7 +10,8 @@ versions hold y_mean / y_scale in ``fitted``; before validated fitting they have
 (every member ran to the cap), before variance scaling no ``variance_scale`` (1), and before
 "auto" budgets no resolved ``epochs`` / ``patience`` (the constructor's integers), before the
 Student-t components no ``tail_df`` (Gaussian), before ``prior_precision`` none (1: what
-``weight_decay=None`` meant then).
+``weight_decay=None`` meant then), before ``input_encoding`` none (the raw inputs). A piecewise-linear
+input encoding is stored as ``encoding.*`` tensors (`PiecewiseLinearEncoding.to_tensors`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch
 from dubito import io
 from dubito._estimator import check_stored_size, fitted_number
 from dubito.nn.batched import BatchedGaussianMLP
+from dubito.nn.piecewise_linear import PiecewiseLinearEncoding
 
 __all__ = ["ensemble_from_state", "ensemble_state"]
 
@@ -29,12 +31,15 @@ def ensemble_state(est) -> tuple[dict, dict]:
     ``gammas``, the scaling, ``loss_curve``, ``validation_curve``; settings ``params`` and ``fitted``
     (the common and training records, lambda_prior, weight_decay, variance_scale)."""
     fitted = dict(est._common_fitted(), **est._training_fitted(), lambda_prior=est.lambda_prior_,
-                  weight_decay=est.weight_decay_, variance_scale=est.variance_scale_, **est._budget_fitted())
+                  weight_decay=est.weight_decay_, variance_scale=est.variance_scale_, **est._budget_fitted(),
+                  input_encoding=est.input_encoding_, encoding_scores=est.encoding_scores_)
     tensors = {f"net.{k}": v for k, v in est.net_.state_dict().items()}
     tensors["gammas"] = torch.as_tensor(est.gammas_, dtype=torch.float64)
     tensors.update(est._scaling_tensors())
     tensors["loss_curve"] = torch.as_tensor(est.loss_curve_, dtype=torch.float64)
     tensors["validation_curve"] = torch.as_tensor(est.validation_curve_, dtype=torch.float64)
+    if est.encoding_ is not None:
+        tensors.update(est.encoding_.to_tensors("encoding."))
     return tensors, {"params": io.json_params(est), "fitted": fitted}
 
 
@@ -47,14 +52,25 @@ def ensemble_from_state(cls, tensors, settings, *, device=None):
     params.setdefault("variance_scaling", "none")  # files written before variance scaling
     params.setdefault("tail_df", None)  # files written before the Student-t components: Gaussian
     params.setdefault("prior_precision", 1.0)  # files written before it: weight_decay None meant 1/N
+    params.setdefault("input_encoding", "none")  # files written before it: the raw inputs
     est = cls(**params)
     s = est._settings()
     L = s["n_members"]
     stored = L * int(fitted_number(fitted, "draws_per_member", default=1.0, positive=True))  # EnsembleHMCRegressor
     p = est._restore_common(fitted)
-    check_stored_size(tensors, "net.", (p, *s["hidden"], 1), copies=stored)
+    est.input_encoding_ = fitted.get("input_encoding", "none")
+    est.encoding_scores_ = fitted.get("encoding_scores", {})
+    if est.input_encoding_ not in ("none", "piecewise_linear"):
+        raise RuntimeError(f"input_encoding is {est.input_encoding_!r}, not 'none' or 'piecewise_linear'")
+    est.encoding_ = None
+    if est.input_encoding_ == "piecewise_linear":
+        est.encoding_ = PiecewiseLinearEncoding.from_tensors(tensors, "encoding.")
+        if est.encoding_.n_features_in != p:
+            raise RuntimeError(f"the input encoding has {est.encoding_.n_features_in} columns, the model {p}")
+    p_net = p if est.encoding_ is None else est.encoding_.n_outputs
+    check_stored_size(tensors, "net.", (p_net, *s["hidden"], 1), copies=stored)
     gens = [torch.Generator() for _ in range(stored)]  # values overwritten below
-    net = BatchedGaussianMLP(stored, p, s["hidden"], s["activation"], generators=gens, dtype=torch.float64)
+    net = BatchedGaussianMLP(stored, p_net, s["hidden"], s["activation"], generators=gens, dtype=torch.float64)
     net.load_state_dict({k[len("net."):]: v for k, v in tensors.items() if k.startswith("net.")}, strict=True)
     est.net_ = net.double().to(s["device"])
     est.gammas_ = tensors["gammas"].double().numpy()

@@ -1,0 +1,112 @@
+"""The deep ensemble's input encoding, chosen on validation rows (issue 19).
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/ensemble_encoding.py --records FILE.jsonl
+        [--datasets boston concrete energy wine yacht kin8nm power naval protein] [--splits 3] [--table]
+
+`DeepEnsembleRegressor` fed its networks the standardised inputs until session 25; its default
+``input_encoding="auto"`` now trains the members twice, on the raw inputs ("none") and on those plus
+their piecewise-linear encoding ("piecewise_linear", `dubito.nn.piecewise_linear`), and keeps the
+fit with the lower NLL on its own held-out tenth. Validation rows only, as
+benchmarks/ensemble_capacity.py: for each of the first ``--splits`` standard splits the ensemble
+(``random_state`` = split, every other setting at its default) is fitted on 80 % of the split's
+training rows (`_common.validation_rows`) and scored on the other 20 %; the test rows are not used.
+Each fit appends one JSON record (set, split, encoding, the estimator's own held-out NLL, validation
+NLL, RMSE, coverage@95, fit seconds) to ``--records``; records already there are not fitted again.
+
+"auto" is not fitted separately: with the same seed its two trainings are these two fits, bit for
+bit (tests/regression/test_ensemble_encoding.py), so its row is the record whose held-out NLL is
+lower, its fit seconds the two fits' sum. ``--table`` prints the means per (set, encoding) and the
+difference from "none" over the splits both hold. A check, not a timed test: about 1.5 CPU h for
+the seven sets below naval with 3 splits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common, also when imported by path
+from _common import header, one_thread_env, progress, torch_one_thread, validation_rows  # noqa: E402
+from ensemble_capacity import SETS, read_records, score  # noqa: E402
+
+one_thread_env()
+
+ENCODINGS = ("none", "piecewise_linear")
+
+
+def run(args) -> None:
+    from dubito.data import load
+    from dubito.regression import DeepEnsembleRegressor
+
+    done = {(r["ds"], r["split"], r["encoding"]) for r in read_records(args.records)}
+    for name in args.datasets:
+        ds = load(name)
+        for split in range(args.splits if name != "protein" else min(args.splits, args.protein_splits)):
+            X, y, _, _ = ds.split(split)
+            fit_rows, val_rows = validation_rows(len(y), split)
+            for encoding in ENCODINGS:
+                if (name, split, encoding) in done:
+                    continue
+                progress(f"{name} split {split} {encoding}")
+                t0 = time.perf_counter()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    est = DeepEnsembleRegressor(random_state=split, progress=False, input_encoding=encoding)
+                    est.fit(X[fit_rows], y[fit_rows])
+                secs = time.perf_counter() - t0
+                rec = dict(ds=name, split=split, encoding=encoding, held_out=est.encoding_scores_[encoding], sec=secs,
+                           **score(est.predict_distribution(X[val_rows]), y[val_rows]))
+                with open(args.records, "a") as f:
+                    f.write(json.dumps(rec) + "\n")
+
+
+def table(path: str) -> None:
+    import numpy as np
+
+    by = {}
+    for r in read_records(path):
+        by.setdefault(r["ds"], {}).setdefault(r["split"], {})[r["encoding"]] = r
+    print("| data set | encoding | splits | NLL | NLL - none (same splits) | RMSE | coverage@95 | fit s | auto chose |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---|")
+    for ds, splits in by.items():
+        pairs = {k: v for k, v in splits.items() if set(v) == set(ENCODINGS)}
+        auto = {k: dict(min(v.values(), key=lambda r: r["held_out"]), sec=sum(r["sec"] for r in v.values()))
+                for k, v in pairs.items()}
+        rows = {e: {k: v[e] for k, v in splits.items() if e in v} for e in ENCODINGS}
+        rows["auto"] = auto
+        for encoding, recs in rows.items():
+            if not recs:
+                continue
+            common = sorted(set(recs) & set(rows["none"]))
+            diff = (f"{np.mean([recs[k]['nll'] - rows['none'][k]['nll'] for k in common]):+.3f}"
+                    if common and encoding != "none" else "")
+            m = {key: np.mean([r[key] for r in recs.values()]) for key in ("nll", "rmse", "cov", "sec")}
+            chose = ", ".join(f"{k}: {'PL' if r['encoding'] == 'piecewise_linear' else 'none'}"
+                              for k, r in sorted(recs.items())) if encoding == "auto" else ""
+            rmse = f"{m['rmse']:.3f}" if m["rmse"] < 100 else f"{m['rmse']:.1f}"
+            print(f"| {ds} | {encoding} | {len(recs)} | {m['nll']:.3f} | {diff} | {rmse} | {m['cov']:.3f} "
+                  f"| {m['sec']:.0f} | {chose} |")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--records", required=True, help="JSON-lines file the fits append to (and resume from)")
+    ap.add_argument("--datasets", nargs="*", default=SETS)
+    ap.add_argument("--splits", type=int, default=3, help="first standard splits per set")
+    ap.add_argument("--protein-splits", type=int, default=1, help="protein's splits (each fit is minutes)")
+    ap.add_argument("--table", action="store_true", help="only print the table of the records")
+    args = ap.parse_args(argv)
+    if args.table:
+        table(args.records)
+        return
+    print(header(torch_one_thread(), "cpu"))
+    run(args)
+    table(args.records)
+
+
+if __name__ == "__main__":
+    main()
