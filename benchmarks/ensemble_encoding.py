@@ -18,8 +18,8 @@ bit (tests/regression/test_ensemble_encoding.py), so its row is the record whose
 lower, its fit seconds the two fits' sum. ``--diabetes k``: the README example's claim, test
 coverage@95 and NLL on diabetes splits 0..k-1 (fitted on the split's training rows with
 ``random_state=0``, as the README; recorded under the set name "diabetes-test"). ``--table``
-prints the means per (set, encoding) and the difference from "none" over the splits both hold. A check, not a timed test: about 1.5 CPU h for
-the seven sets below naval with 3 splits.
+prints the means per (set, encoding) and the difference from "none" over the splits both hold. A
+check, not a timed test: about 1.5 CPU h for the seven sets below naval with 3 splits.
 """
 
 from __future__ import annotations
