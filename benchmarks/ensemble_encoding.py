@@ -64,6 +64,8 @@ def run(args) -> None:
 def fit(records: str, name: str, split: int, encoding: str, X, y, X_score, y_score, seed: int) -> None:
     """Fit the default ensemble with ``input_encoding=encoding`` on (X, y), score (X_score, y_score),
     append the record."""
+    from dubito.early_stopping import regression_holdout
+    from dubito.metrics import nll
     from dubito.regression import DeepEnsembleRegressor
 
     progress(f"{name} split {split} {encoding}")
@@ -72,8 +74,10 @@ def fit(records: str, name: str, split: int, encoding: str, X, y, X_score, y_sco
         warnings.simplefilter("ignore")
         est = DeepEnsembleRegressor(random_state=seed, progress=False, input_encoding=encoding).fit(X, y)
     secs = time.perf_counter() - t0
+    rows = regression_holdout(y, est.validation_fraction, seed, min_samples=2, batch_size=est.batch_size)[1]
+    per_row = nll(est.predict_distribution(X[rows]), y[rows])  # what the estimator scored the encoding by
     rec = dict(ds=name, split=split, encoding=encoding, held_out=est.encoding_scores_[encoding], sec=secs,
-               **score(est.predict_distribution(X_score), y_score))
+               held_out_rows=per_row.tolist(), **score(est.predict_distribution(X_score), y_score))
     with open(records, "a") as f:
         f.write(json.dumps(rec) + "\n")
 
