@@ -9,6 +9,7 @@ from dubito._estimator import seed_base
 from dubito.early_stopping import holdout_split
 from dubito.metrics.scoring import nll
 from dubito.regression import DeepEnsembleRegressor
+from dubito.regression.ensemble import choose_encoding
 
 FAST = dict(n_members=2, hidden=(16,), lr=1e-2, batch_size=16, epochs=40, patience=5, progress=False, random_state=1)
 
@@ -28,19 +29,32 @@ def fits():
                   for enc in ("none", "piecewise_linear", "auto")}
 
 
-def test_auto_keeps_the_encoding_with_the_lower_held_out_nll(fits):
+def test_auto_keeps_the_encoding_the_held_out_rows_choose(fits):
     X, y, est = fits
     auto = est["auto"]
     rows = holdout_split(len(y), 0.1, seed_base(1), batch_size=16)[1]
+    losses = {}
     for enc in ("none", "piecewise_linear"):  # the same two fits as alone, scored on the held-out rows
+        losses[enc] = nll(est[enc].predict_distribution(X[rows]), y[rows])
         assert auto.encoding_scores_[enc] == est[enc].encoding_scores_[enc]
-        held_out = nll(est[enc].predict_distribution(X[rows]), y[rows]).mean()
-        assert est[enc].encoding_scores_[enc] == pytest.approx(held_out, rel=1e-12)
-    best = min(auto.encoding_scores_, key=auto.encoding_scores_.get)
-    assert auto.input_encoding_ == best == "piecewise_linear"  # the jumps: the ramps bend where the data do
-    np.testing.assert_array_equal(auto.predict(X[:20]), est[best].predict(X[:20]))
+        assert est[enc].encoding_scores_[enc] == pytest.approx(losses[enc].mean(), rel=1e-12)
+    assert auto.input_encoding_ == choose_encoding(losses) == "piecewise_linear"  # the ramps bend where the data jump
+    np.testing.assert_array_equal(auto.predict(X[:20]), est["piecewise_linear"].predict(X[:20]))
     assert est["none"].encoding_ is None and est["none"].net_.n_features == 2
     assert est["piecewise_linear"].net_.n_features == est["piecewise_linear"].encoding_.n_outputs == 2 + 16 + 16
+
+
+def test_the_encoding_is_kept_only_when_it_wins_by_more_than_one_standard_error():
+    rng = np.random.default_rng(0)
+    raw = rng.normal(1.0, 1.0, 400)
+    noise = rng.normal(0.0, 1.0, 400)
+    d = noise - noise.mean()
+    se = d.std(ddof=1) / np.sqrt(d.size)
+    assert choose_encoding({"none": raw, "piecewise_linear": raw + d - 1.5 * se}) == "piecewise_linear"
+    assert choose_encoding({"none": raw, "piecewise_linear": raw + d - 0.5 * se}) == "none"  # lower, not clearly
+    assert choose_encoding({"none": raw, "piecewise_linear": raw + d + 3 * se}) == "none"
+    assert choose_encoding({"piecewise_linear": None}) == "piecewise_linear"  # one encoding asked for
+    assert choose_encoding({"none": None}) == "none"
 
 
 def test_without_held_out_rows_auto_is_the_raw_inputs():
