@@ -63,7 +63,7 @@ class EnsembleHMCRegressor(DeepEnsembleRegressor):
     """`DeepEnsembleRegressor` followed by HMC from each member (module docstring).
 
     Parameters are the ensemble's (``correction`` is fixed to "none": the draws carry the
-    epistemic spread), with two defaults of their own, those the sampler's settings were chosen
+    epistemic spread), with defaults of their own, those the sampler's settings were chosen
     with (docs/results/ensemble-hmc.md): ``hidden=(128, 64, 32)``, the paper's net (a chain's cost
     grows with the weights), ``prior_precision=1.0``, the N(0, 1) prior of U_l, and
     ``input_encoding="none"`` (the raw inputs; "auto" would run the chains twice). Beyond them:

@@ -60,8 +60,9 @@ def ensemble_from_state(cls, tensors, settings, *, device=None):
     p = est._restore_common(fitted)
     est.input_encoding_ = fitted.get("input_encoding", "none")
     est.encoding_scores_ = fitted.get("encoding_scores", {})
-    if est.input_encoding_ not in ("none", "piecewise_linear"):
-        raise RuntimeError(f"input_encoding is {est.input_encoding_!r}, not 'none' or 'piecewise_linear'")
+    if est.input_encoding_ not in ("none", "piecewise_linear") or not isinstance(est.encoding_scores_, dict):
+        raise RuntimeError(f"input_encoding is {est.input_encoding_!r} (not 'none' or 'piecewise_linear') or its "
+                           f"scores are not a mapping ({est.encoding_scores_!r})")
     est.encoding_ = None
     if est.input_encoding_ == "piecewise_linear":
         est.encoding_ = PiecewiseLinearEncoding.from_tensors(tensors, "encoding.")
