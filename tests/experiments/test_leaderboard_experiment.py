@@ -50,6 +50,9 @@ def test_a_default_and_a_tuned_cell(uci_dir, monkeypatch):
     assert m["nll"] == pytest.approx(direct["nll"], rel=1e-12) and m["rmse"] == pytest.approx(direct["rmse"], rel=1e-12)
     assert m["fit_seconds"] > 0 and res.info["stopped_by"] in ("patience", "cap")
     assert len(res.info["best_epoch"]) == 2
+    assert res.info["input_encoding"] == est.input_encoding_  # the encoding "auto" kept, and both scores
+    assert res.info["encoding_scores"] == est.encoding_scores_
+    assert set(est.encoding_scores_) == {"none", "piecewise_linear"}
     tuned = lb.run_cell(Cell("leaderboard", "t", "yacht", "ensemble-tuned", 0, 0, {**fast, "n_trials": 2}))
     assert set(tuned.info["best_params"]) == {"lr", "weight_decay", "hidden"}
     assert np.isfinite(tuned.variants["ensemble-tuned"]["nll"]) and np.isfinite(tuned.info["tuning_nll"])

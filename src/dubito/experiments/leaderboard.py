@@ -153,10 +153,12 @@ def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     t2 = time.perf_counter()
     metrics["fit_seconds"] = t1 - t0
     metrics["predict_seconds"] = t2 - t1
-    for key in ("best_epoch_", "stopped_by_", "n_stages_"):
+    for key in ("best_epoch_", "stopped_by_", "n_stages_", "input_encoding_"):
         value = getattr(model, key, None)
         if value is not None:
             info[key.rstrip("_")] = np.asarray(value).tolist()
+    if getattr(model, "encoding_scores_", None):  # the ensemble's held-out NLL of each input encoding
+        info["encoding_scores"] = dict(model.encoding_scores_)
     diag = getattr(model, "diagnostics_", None)
     if isinstance(diag, dict):
         info["converged"] = bool(diag.get("converged"))
