@@ -9,12 +9,13 @@ quantiles merged) is encoded by T ramps, one per bin t = 1..T of width w_t = b_t
 so that b_0 + sum_t w_t r_t(x) = x for every x (the encoding loses nothing and extrapolates linearly).
 A network on the ramps can bend at every edge with one weight; on the raw column it must place a
 ReLU kink there. `PiecewiseLinearEncoding` keeps the raw (already standardised) columns and appends
-the ramps, each standardised by the training rows (`dubito._validation.column_scaling`), so the
+the ramps, each standardised by the training rows (`dubito._standardise.column_scaling`), so the
 encoded inputs have the scale the estimators' initialisations and priors assume. A column with fewer
 than 3 distinct edges (constant, or one split) gets no ramps: they would repeat the raw column.
 
-Default T = 16 (`DEFAULT_BINS`): chosen on validation rows of the UCI sets (docs/results/input-encoding.md);
-the paper's default is 48 for data sets of 10^4-10^6 rows, most UCI sets have 10^2-10^3.
+Default T = 16 (`DEFAULT_BINS`), fewer than the 48 of the authors' package (rtdl_num_embeddings'
+``compute_bins``), made for data sets of 10^4-10^6 rows: most UCI sets have 10^2-10^3. It is the setting validated in docs/results/ensemble-encoding.md; 8 and 4 bins
+were tried on yacht only (no better there).
 """
 
 from __future__ import annotations
