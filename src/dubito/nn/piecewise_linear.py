@@ -14,8 +14,9 @@ encoded inputs have the scale the estimators' initialisations and priors assume.
 than 3 distinct edges (constant, or one split) gets no ramps: they would repeat the raw column.
 
 Default T = 16 (`DEFAULT_BINS`), fewer than the 48 of the authors' package (rtdl_num_embeddings'
-``compute_bins``), made for data sets of 10^4-10^6 rows: most UCI sets have 10^2-10^3. It is the setting validated in docs/results/ensemble-encoding.md; 8 and 4 bins
-were tried on yacht only (no better there).
+``compute_bins``), made for data sets of 10^4-10^6 rows: most UCI sets have 10^2-10^3. It is the
+setting validated in docs/results/ensemble-encoding.md; 8 and 4 bins were tried on yacht only (no
+better there).
 """
 
 from __future__ import annotations
