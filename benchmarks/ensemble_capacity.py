@@ -136,15 +136,18 @@ def table(path: str) -> None:
                   f"| {m['sec']:.0f} |")
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def records_main(argv, doc: str, run, table, add_arguments=None) -> None:
+    """The command line of a records benchmark (this one, ensemble_encoding.py): parse ``argv``, then
+    ``table(records)`` alone with ``--table``, else the machine line, ``run(args)`` and the table."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--records", required=True, help="JSON-lines file the fits append to (and resume from)")
     ap.add_argument("--datasets", nargs="*", default=SETS)
     ap.add_argument("--splits", type=int, default=3, help="first standard splits per set")
     ap.add_argument("--protein-splits", type=int, default=1, help="protein's splits (each fit is minutes)")
-    ap.add_argument("--variants", nargs="+", default=["before", "default"], choices=list(VARIANTS))
     ap.add_argument("--diabetes", type=int, default=0, help="diabetes test splits for the README's claim")
     ap.add_argument("--table", action="store_true", help="only print the table of the records")
+    if add_arguments:
+        add_arguments(ap)
     args = ap.parse_args(argv)
     if args.table:
         table(args.records)
@@ -152,6 +155,11 @@ def main(argv=None) -> None:
     print(header(torch_one_thread(), "cpu"))
     run(args)
     table(args.records)
+
+
+def main(argv=None) -> None:
+    records_main(argv, __doc__, run, table, lambda ap: ap.add_argument(
+        "--variants", nargs="+", default=["before", "default"], choices=list(VARIANTS)))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ check, not a timed test: about 1.5 CPU h for the seven sets below naval with 3 s
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -34,8 +33,8 @@ import time
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common, also when imported by path
-from _common import header, one_thread_env, progress, torch_one_thread, validation_rows  # noqa: E402
-from ensemble_capacity import SETS, read_records, score  # noqa: E402
+from _common import one_thread_env, progress, validation_rows  # noqa: E402
+from ensemble_capacity import read_records, records_main, score  # noqa: E402
 
 one_thread_env()
 
@@ -116,20 +115,7 @@ def table(path: str) -> None:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--records", required=True, help="JSON-lines file the fits append to (and resume from)")
-    ap.add_argument("--datasets", nargs="*", default=SETS)
-    ap.add_argument("--splits", type=int, default=3, help="first standard splits per set")
-    ap.add_argument("--protein-splits", type=int, default=1, help="protein's splits (each fit is minutes)")
-    ap.add_argument("--diabetes", type=int, default=0, help="diabetes test splits for the README's claim")
-    ap.add_argument("--table", action="store_true", help="only print the table of the records")
-    args = ap.parse_args(argv)
-    if args.table:
-        table(args.records)
-        return
-    print(header(torch_one_thread(), "cpu"))
-    run(args)
-    table(args.records)
+    records_main(argv, __doc__, run, table)
 
 
 if __name__ == "__main__":
