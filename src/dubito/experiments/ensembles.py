@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -336,62 +337,8 @@ METRICS = (
 )
 
 
-NOTES = """\
-What differs from the paper (spec §3-§4, pitfalls P2, P10, P11, P16):
-- Seeds and repeats: the paper reports one unseeded run per figure and per Table 2 column. The `paper`
-  preset runs 5 independent data draws for each toy setting and 10 seeded random 80/20 splits
-  (split seed 0, 246/62 for yacht, 437/109 for qsar) for the small real data sets; blog and msd use
-  their single official split. The paper's splits and seeds are unknown, so only patterns and
-  tolerances (P10) are comparable; one split of yacht moves coverage in steps of 1.6 points.
-- Nested members (P16): L = 10 members are trained once per cell; "L=5" is the first five of them
-  and toy2-L's L = 1, 2, 3, 5, 10 are the first k. The paper's identical total coverage at L = 5
-  and 10 suggests it did the same.
-- lambda (P2): the per-sample convention, Adam(weight_decay = lambda_tab) on the mean NLL of all
-  parameters and lambda_prior = N * lambda_tab in eq. (36); the toys' lambda = 1/N is then a
-  N(0, 1) prior. Coupled L2, never AdamW.
-- Schedules (P11): toys one x0.1 drop for the last 5 epochs ("step"); real data halved in each of
-  the last 5 epochs, cumulative ("halving").
-- Unstated details chosen by the spec: ReLU, softplus + 1e-6 variance link, PyTorch default
-  initialisation, deterministic mean-head bias (P4), toy test sets of 1000 U[-1,1] points.
-- Units: every metric is on the test set in normalised units (targets standardised with the
-  training mean and population sd); coverages are fractions, the paper prints percentages.
-- The toy N grid (100-6400) and L grid (1, 2, 3, 5, 10) are the spec's suggestion; the paper's
-  grids are not given. The toy claims are text, not numbers; they appear as ranges.
-- qsar, blog and msd need user-supplied files (not redistributable, no network here); when they
-  are absent their cells are not run and Table 2 is compared on yacht alone.
-
-Findings against the paper (paper preset, 5 draws / 10 splits; read with the tables below):
-- Yacht, Table 2: all 16 numbers within the P10 tolerances, and the pattern reproduces: EXT raises
-  the epistemic coverage of noisy y by 4-8 points at equal RMSE, and the EXT - DE ratio gap is
-  +0.13 at L = 5 and +0.12 at L = 10 (paper +0.128 / +0.126), i.e. independent of L. Our RMSE
-  (0.054 / 0.050) is below the paper's 0.085 / 0.078, still inside +-0.05.
-- Toy 1: EXT covers eta in 0.98 of test points (paper: "completely"), total coverage 0.96-0.97.
-  DE's 0.61 +- 0.04 sits at the paper's "< 60 %" bound (flagged): the five draws give 0.50, 0.61,
-  0.66, 0.56, 0.74. DE's coverage is the members' disagreement, which depends on training details
-  the paper leaves open (initialisation, framework); the spec's pilot saw 0.69-0.83. The qualitative
-  claim (DE well below EXT, which is near 1) holds in every draw.
-- Toy 2: EXT reaches the claimed > 0.80 for N >= 800 (0.84-0.88), not at N = 100-400 (0.72, 0.69,
-  0.78) nor in the L-sweep at N = 600 beyond L = 1 (0.75-0.80 for L = 2..10; flagged). L = 1 gives
-  EXT 0.71 (paper "about 70 %") and DE exactly 0, as claimed; DE and EXT converge as N grows
-  (gap 0.51 at N = 100, 0.13 at N = 6400) and the RMSE falls with N, as claimed. Why below 0.80:
-  (i) at small N the fit is short - 60 epochs of batch 64 are 120 Adam steps at N = 100 (RMSE vs
-  eta 0.65 in normalised units), and the bias of an under-trained mean is not part of any
-  posterior variance; (ii) the lambda convention (P2) matters here: with the "sum" reading
-  (lambda_prior = 1/N, nearly no weight decay) three draws gave N = 100: 0.73, N = 200: 0.77 and
-  an L-sweep of 0.74 / 0.78 / 0.80 / 0.82 / 0.82 - closer to the claim, with toy 1 unchanged
-  (DE 0.60, EXT 1.00). We keep the per-sample default of the estimator and report the gap.
-- Toy 2, blame (i) tested (issue 24; `benchmarks/ensembles_toy2_steps.py`, commit after 32a0217,
-  the paper preset's cells with only the epochs raised, 5 draws, mean (sd)): with the 780 Adam
-  steps that N = 800 gets, EXT's epistemic coverage is N = 100: 0.605 (0.087), N = 200: 0.791
-  (0.033), N = 400: 0.836 (0.034), against 0.724 / 0.692 / 0.784 at the protocol's 60 epochs; with
-  4x that (3,120 steps) 0.442 / 0.725 / 0.791, while the RMSE against eta keeps falling (N = 100:
-  0.65 -> 0.37 -> 0.38; N = 400: 0.28 -> 0.20 -> 0.17). So the short fit explains the gap at
-  N = 400 (0.84 with N = 800's budget) and most of it at N = 200, not at N = 100, where longer
-  training shrinks the members' disagreement faster than their error and the coverage falls.
-
-Run history: first run at 067780d (2026-11-22; store lost); re-run on 2026-11-27 at 8c45067 to
-ship the cells (issue 23), with the same numbers to the page's printed precision.
-"""
+#: What the report prints after the tables: notes/ensembles.md beside this file.
+NOTES = (Path(__file__).parent / "notes" / "ensembles.md").read_text(encoding="utf-8")
 
 
 EXPERIMENT = Experiment(

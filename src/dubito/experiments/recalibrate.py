@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -144,73 +145,8 @@ METRICS = (
     MetricSpec("width_95", "mean width of the 95 % interval", "lower", "read together with coverage"),
 )
 
-NOTES = """\
-Protocol. Every method runs with its `dubito.methods` defaults (the deep ensemble: 5 members with
-the Bayesian correction of Hoffmann & Elster; MC dropout: p = 0.05, 1,000 masks, a homoscedastic
-noise from the residuals) on 80 % of each standard split's training rows; the other 20 %, drawn by
-`dubito.recalibrate.calibration_split` from the cell's seed and split, calibrate
-(`Recalibrator` with its defaults, and `conformal_interval` at 95 %). Nothing is chosen on a test
-split. Targets (issue 20): coverage at 95 % within 0.90-0.98 after recalibration on every set, and a
-lower calibration error than before. The cells predate session 20, when the deep ensemble's and MC
-dropout's default patience and epoch cap became step-counted ("auto", docs/results/ensemble-budget.md):
-on the five small sets both would now train longer (on kin8nm and the larger sets "auto" is the same
-20 / 500 epochs). They also predate session 21's changes: the ensemble's learning rate now drops to
-a tenth on a plateau (naval's NLL moved most), and MC dropout scales its variance on held-out rows
-from 100 rows up (wine and the larger sets). The tables are those of the former defaults.
-
-What the cells say (means over the stored splits; the tables below are computed from the cells):
-- Calibration error falls after both recalibrations for both methods on every set, most where
-  the fit was worst: naval MC dropout 0.121 -> 0.011 / 0.011 (isotonic / conformal), naval
-  ensemble 0.092 -> 0.012 / 0.012, kin8nm MC dropout 0.040 -> 0.013 / 0.013, power MC dropout 0.030 ->
-  0.013 / 0.013, protein MC dropout 0.037 -> 0.005 / 0.006, protein ensemble 0.028 -> 0.006 / 0.006,
-  yacht MC dropout 0.096 -> 0.068 / 0.068; the smallest change is concrete's ensemble, 0.041 -> 0.039 /
-  0.039.
-- Coverage at 95 % after isotonic: 0.929-0.950 on every set and method (target met); after
-  conformal 0.952-0.981: its intervals are conservative by design where n is small (the map sits
-  one rank outside the conformal predictive system on each side, and the ranks come in steps of
-  2/(n + 1)); on boston (91 calibration points) the ensemble's covers 0.981, 0.001 above the
-  target's upper bound; elsewhere within it. Before recalibration the ensemble over-covers naval
-  (0.982) and MC dropout misses on naval (0.997), kin8nm and power (0.975), concrete (0.971), protein
-  (0.943) and energy (0.920).
-- Log score: isotonic improves the NLL where the fit was miscalibrated (naval MC dropout -4.797 ->
-  -5.175, naval ensemble -7.113 -> -7.298, energy 1.344 -> 1.261, protein ensemble 2.494 -> 2.430,
-  protein MC dropout 2.828 -> 2.774, power 2.733 -> 2.711, kin8nm MC dropout -1.081 -> -1.102) and
-  costs a little where it was nearly calibrated and the calibration set is small (boston +0.10
-  with 91 points, concrete +0.10 with 185, yacht ensemble +0.14 with 55): a map estimated from
-  50-300 points adds its own noise. Conformal costs more (+0.08 to +0.42; it improves naval, -0.11
-  and -0.30, and protein, -0.03 and -0.02): to keep the finite-sample guarantee its map has a knot
-  at every calibration order statistic (up to 400), and
-  the exponential spacings of those make a spiky density. Thinning it from the tails inwards with
-  the guarantee kept (each kept knot takes the next one's rank) was measured on synthetic data: it
-  gains 0.1-0.2 nats at n <= 400 but shifts mass outwards (coverage at 50 % 0.50 -> 0.53-0.55, up to
-  0.60 with coarser thinning; calibration error 0.014 -> 0.021 at n = 400); not adopted. Use
-  "isotonic" for a density, "conformal" for intervals with a guarantee.
-- CRPS falls or stays within 0.003 after both on every set (the one rise: yacht ensemble after
-  isotonic, 0.473 -> 0.476).
-- Interval-only conformal at 95 % (absolute, normalised and CQR scores) covers 0.943-0.972.
-
-The isotonic map's default knots changed just before this run (commit 4a1f926: every calibration
-point in the tails, segments growing towards the middle); with a knot at every point, a run of the
-previous session (store lost) had boston ensemble NLL 2.555 -> 2.901 and concrete 3.07 -> 3.31
-after isotonic, against 2.658 and 3.171 here.
-
-Cost per cell (fit, prediction and three scorings; one thread on a shared 2-core machine under load
-2-4, so upper bounds): ensemble 1-7 s on the small sets, 11 s kin8nm, 62 s naval, 65 s power, 154 s
-protein; MC dropout 8-60 s on the small sets, 210 s kin8nm, 220 s power, 340 s naval, 680 s protein
-(medians). MC dropout's
-cost is the scoring of its 1,000-component mixture: the conformal map's 400 knot thresholds
-F^-1(u_k) for every test row (about 3 mixture CDF evaluations per threshold) dominate; before commit
-d76cfb8 the CRPS of the recalibrated predictive cost as much again, and before 9d3e072 (mixture
-quantiles at many levels start from a table of F: 1.8x fewer CDF evaluations) a protein cell was
-estimated at 30 min. Every cell of the preset is stored: 20 splits per set, 5 for protein.
-
-Provenance: the small sets and the ensemble everywhere at commit 4a1f926; MC dropout on kin8nm
-(splits 0-2 at 12ea83a, 3-19 at d76cfb8), naval (splits 0-4 at d76cfb8, 5-19 at 7e1feb5), power at
-d76cfb8 and protein at 0f24a15. The commits between change the CRPS arithmetic (the same values to
-1e-11), the mixture quantile's starting point (9d3e072: the same roots to 1e-10 of the local scale)
-and files outside this experiment. One thread per run, two to three runs at once on this 2-core
-machine.
-"""
+#: What the report prints after the tables: notes/recalibrate.md beside this file.
+NOTES = (Path(__file__).parent / "notes" / "recalibrate.md").read_text(encoding="utf-8")
 
 EXPERIMENT = Experiment(
     name="recalibrate",

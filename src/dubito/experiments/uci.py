@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -164,49 +165,8 @@ METRICS = (
 )
 
 
-NOTES = f"""\
-Protocol of Lakshminarayanan et al. (2017, Sec. 3.3) on the standard splits of Hernandez-Lobato & Adams
-(2015): 20 train/test splits per data set (5 for protein), 5 members, one hidden layer of 50 ReLU units
-(100 for protein), 40 epochs, batch 100, Adam at a fixed learning rate, standardised inputs and targets;
-metrics on the test set in the data's own units. What differs:
-- No adversarial training (the paper's Table 1 uses it, with eps = 0.01 x the input range): our "DE" is
-  the plain NLL-trained ensemble, compared with the adversarially trained numbers of Table 1.
-- Learning rate 0.01, not the paper's 0.1. {LR_NOTE}
-- No weight decay stated in the paper; we use lambda = 1e-8 (per-sample; the estimator needs lambda > 0).
-- Our `nll` is the exact mixture NLL; the paper scores the moment-matched Gaussian (our `nll_normal`).
-- "EXT" adds Hoffmann & Elster's last-layer term gamma_l ||h_l(x)||^2 to each member's variance; the
-  paper has no such variant.
-- Year Prediction MSD (Table 1's tenth row) is not part of this benchmark.
-- The paper's +- are most likely standard deviations over the splits, not standard errors: the table's
-  MC-dropout column equals Gal & Ghahramani's (2016) standard errors times sqrt(20) (boston RMSE
-  0.19 -> 0.85, concrete 0.12 -> 0.53), while its PBP column keeps PBP's standard errors. The flags
-  below therefore mark differences larger than one split-to-split sd; our own +- are standard errors.
-
-Findings against the paper (DE, 20 splits; 5 for protein):
-- NLL and RMSE agree with Table 1 on boston, concrete, energy, power and yacht (within the paper's
-  sd), and on wine with the paper's Gaussian NLL (0.94 vs 0.94). Our wine mixture NLL is 0.99
-  because of one split (10: 2.22 against 1.00 for the Gaussian): there the members are sharp and
-  disagree, so test points between their means fall in a trough of the mixture; EXT's extra
-  variance fills it (0.95 on that split, 0.92 on average).
-- kin8nm, protein: ours are slightly better (kin8nm NLL -1.23 vs -1.20, RMSE 0.079 vs 0.09; protein
-  RMSE 4.58 vs 4.71, mixture NLL 2.81 vs 2.83 - the Gaussian NLL 2.84 agrees); flagged only because
-  the paper's sd is tiny. Yacht RMSE 1.03 vs 1.58 (better, NLL equal).
-- naval: NLL -4.39 (mixture) / -3.45 (Gaussian) against -5.63. This is the learning rate: naval's
-  target spread is tiny (sd 0.015), and at a fixed 0.01 Adam cannot settle the members to the
-  required precision (normalised residual sd about 0.06); the members' means scatter, so the
-  moment-matched Gaussian is much worse than the mixture. On splits 0-2, lr 0.003 gives RMSE 0.001,
-  NLL -5.67 (mixture) / -5.62 (Gaussian), i.e. the paper's number, at the cost of boston, energy and
-  yacht (see the learning-rate note). One rate for all nine, as in the paper, cannot match both.
-- EXT vs DE: the last-layer term widens the 95 % intervals by 0-3.3 % and changes the NLL by less
-  than 0.04 except on wine (-0.07); with N of several hundred to tens of thousands gamma_l is O(1/N),
-  so its contribution is small, as Hoffmann & Elster report for their larger data sets.
-
-Run history: first run at 067780d (2026-11-22; store lost). Re-run on 2026-11-27 at 8c45067 to ship
-the cells (issue 23): every cell gave the numbers of the first run to the page's printed precision,
-except protein split 1, which the training loop's divergence check (added since, issue 22) stopped
-at a one-epoch loss spike (epochs 23 and 31 at 214 and 1.4e4, back at 0.16 the next epoch). The
-check now lets training recover from a spike (commit 05c7b3e); that cell was run again there.
-"""
+#: What the report prints after the tables: notes/uci.md, a template whose {LR_NOTE} is filled here.
+NOTES = (Path(__file__).parent / "notes" / "uci.md").read_text(encoding="utf-8").format(LR_NOTE=LR_NOTE)
 
 
 EXPERIMENT = Experiment(
