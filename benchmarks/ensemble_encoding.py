@@ -15,7 +15,7 @@ NLL, RMSE, coverage@95, fit seconds) to ``--records``; records already there are
 
 "auto" is not fitted separately: with the same seed its two trainings are these two fits, bit for
 bit (tests/regression/test_ensemble_encoding.py), so its row is the record that
-`dubito.regression.ensemble.choose_encoding` keeps from the two records' per-row held-out NLL (the
+`dubito.regression.input_encoding.choose_encoding` keeps from the two records' per-row held-out NLL (the
 "chose" column: P piecewise-linear, - none, per split), its fit seconds the two fits' sum; the table
 shows the estimator's rule and the plain lower mean. ``--diabetes k``: the README example's claim, test
 coverage@95 and NLL on diabetes splits 0..k-1 (fitted on the split's training rows with
@@ -86,7 +86,7 @@ def fit(records: str, name: str, split: int, encoding: str, X, y, X_score, y_sco
 def table(path: str) -> None:
     import numpy as np
 
-    from dubito.regression.ensemble import ENCODING_SE, choose_encoding
+    from dubito.regression.input_encoding import ENCODING_SE, choose_encoding
 
     rules = {f"auto ({ENCODING_SE:g} se)": ENCODING_SE, "auto (lower mean)": 0.0}
     by = {}

@@ -9,7 +9,7 @@ from dubito._estimator import seed_base
 from dubito.early_stopping import holdout_split
 from dubito.metrics.scoring import nll
 from dubito.regression import DeepEnsembleRegressor
-from dubito.regression.ensemble import choose_encoding
+from dubito.regression.input_encoding import choose_encoding
 
 FAST = dict(n_members=2, hidden=(16,), lr=1e-2, batch_size=16, epochs=40, patience=5, progress=False, random_state=1)
 

@@ -69,12 +69,18 @@ from dubito.predictive.mixture import GaussianMixture
 from dubito.predictive.student import StudentTMixture, check_df
 from dubito.regression._gamma import augment_bias, feature_sums
 from dubito.regression.ensemble_io import ensemble_from_state, ensemble_state
+from dubito.regression.ensemble_sampling import sample_members
 from dubito.regression.ensemble_training import (
     LR_DROPS,
     MemberCheckpoint,
     lr_factor,
     member_generators,
     train_members,
+)
+from dubito.regression.input_encoding import (
+    DEFAULT_INPUT_ENCODING,
+    INPUT_ENCODINGS,
+    choose_encoding,
 )
 from dubito.search_space import Choice, Float
 from dubito.training_checkpoint import check_resume, estimator_settings
@@ -85,7 +91,6 @@ __all__ = [
     "DeepEnsembleRegressor",
     "MemberCheckpoint",
     "MemberComponents",
-    "choose_encoding",
     "lr_factor",
     "member_generators",
     "train_members",
@@ -105,27 +110,6 @@ DEFAULT_TAIL_DF = 6.0
 #: says how they were chosen); the paper's net is (128, 64, 32) with a precision of 1.
 DEFAULT_HIDDEN = (256, 128, 64)
 DEFAULT_PRIOR_PRECISION = 10.0
-#: ``input_encoding`` settings: the raw standardised inputs, those plus their piecewise-linear
-#: encoding (`dubito.nn.piecewise_linear`), or whichever of the two the held-out rows choose
-#: (`choose_encoding`).
-INPUT_ENCODINGS = ("none", "piecewise_linear", "auto")
-DEFAULT_INPUT_ENCODING = "auto"
-#: Standard errors by which the encoded inputs must beat the raw ones on the held-out rows to be kept
-#: (`choose_encoding`; the class docstring says how it was chosen).
-ENCODING_SE = 1.0
-
-
-def choose_encoding(losses: dict, n_se: float = None) -> str:
-    """The input encoding "auto" keeps, from each encoding's held-out NLL per row (None: no held-out
-    rows): "piecewise_linear" only where its mean is lower than the raw inputs' by more than ``n_se``
-    (default ``ENCODING_SE``) standard errors of the paired per-row difference (the one-standard-error
-    rule of Breiman et al. 1984: the simpler model unless the other is clearly better); else "none"."""
-    n_se = ENCODING_SE if n_se is None else float(n_se)
-    if set(losses) != {"none", "piecewise_linear"}:
-        return next(iter(losses))
-    d = np.asarray(losses["piecewise_linear"]) - np.asarray(losses["none"])
-    se = d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else np.inf
-    return "piecewise_linear" if d.mean() + n_se * se < 0 else "none"
 
 
 class MemberComponents(NamedTuple):
@@ -580,7 +564,7 @@ class DeepEnsembleRegressor(DubitoRegressor):
         Per draw: l ~ U{1..k}; W ~ N(W_l, gamma_l I) (gamma_l = 0 for ``correction="none"``);
         eta(x) = W h_l(x) + b_l for every row x (``target="eta"``); y ~ N(eta(x), sigma_l^2(x))
         (``target="y"``; with ``tail_df``, eta(x) + sigma_l(x) sqrt((nu - 2) / nu) T, T ~ t_nu).
-        User units. Memory grows as n_samples x N x p_h: meant for a
+        User units (`dubito.regression.ensemble_sampling`). Memory grows as n_samples x N x p_h: meant for a
         modest number of query points.
         """
         check_choice(target, "target", ("y", "eta"))
@@ -597,20 +581,7 @@ class DeepEnsembleRegressor(DubitoRegressor):
         mean, var, h = mean.cpu().numpy(), var.cpu().numpy(), h.cpu().numpy()  # (k,N), (k,N), (k,N,p)
         var = var * self.variance_scale_
         sd_w = np.sqrt(self.gammas_[:k] * self.variance_scale_) if correction == "bayes" else np.zeros(k)
-        N, p = h.shape[1], h.shape[2]
-        out = np.empty((n_samples, N))
-        step = max(1, (1 << 22) // max(1, N * p))
-        for start in range(0, n_samples, step):
-            m = min(step, n_samples - start)
-            member = rng.integers(k, size=m)
-            E = rng.standard_normal((m, p))
-            eta = mean[member] + sd_w[member, None] * np.einsum("mp,mnp->mn", E, h[member])
-            if target == "y" and self.tail_df is None:
-                eta = eta + np.sqrt(var[member]) * rng.standard_normal((m, N))
-            elif target == "y":
-                nu = float(self.tail_df)
-                eta = eta + np.sqrt(var[member] * (nu - 2) / nu) * rng.standard_t(nu, (m, N))
-            out[start : start + m] = eta
+        out = sample_members(mean, var, h, sd_w, n_samples, target=target, tail_df=self.tail_df, rng=rng)
         return out * self.y_scale_ + self.y_mean_
 
     # ------------------------------------------------------------------ persistence
