@@ -34,7 +34,8 @@ one_thread_env()
 
 def with_tails(est, df, X, y):
     """A copy of the fitted ``est`` with ``tail_df=df`` and its variance scale refitted on its held-out
-    rows of (X, y), the rows it was fitted on: what ``fit`` with ``tail_df=df`` would give."""
+    rows of (X, y), the rows it was fitted on: what ``fit`` with ``tail_df=df`` would give, except that
+    with ``input_encoding="auto"`` the encoding stays the one chosen under the fitted ``tail_df``."""
     from dubito._estimator import seed_base
     from dubito.early_stopping import regression_holdout
     from dubito.regression.ensemble import MIN_SAMPLES

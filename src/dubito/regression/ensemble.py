@@ -436,7 +436,8 @@ class DeepEnsembleRegressor(DubitoRegressor):
         curve = train_members(
             net, X32, y32, generators=gens, lr=s["lr"], weight_decay=opt_decay,
             batch_size=min(s["batch_size"], n), epochs=epochs, lr_drop=s["lr_drop"],
-            progress=bool(self.progress), checkpoint=self._checkpoint(X, y, s["checkpoint_every"], resume, encoding),
+            progress=bool(self.progress), description=f"deep ensemble, {encoding.replace('none', 'raw')} inputs",
+            checkpoint=self._checkpoint(X, y, s["checkpoint_every"], resume, encoding),
             validation=validation, stopper=stopper,
         )
         del X32, y32, validation
