@@ -170,7 +170,9 @@ def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
 # ---------------------------------------------------------------------------------- report
 def report_sections(rows, preset) -> list[str]:
     """Beside each data set: the target NLL, each method's mean NLL over its stored splits, the best
-    method, and whether a method meets the target; then the issue's bar (6 of 9 by one method)."""
+    method, and whether a method meets the target; then the issue's bar (6 of 9 by one method). A
+    mean over fewer than the preset's splits (a run still going) is shown, marked, and neither
+    counted nor best."""
 
     rows = list(rows)
     methods = [m for m in (*METHODS, *PEERS) if any(m in (r.variants or {}) for r in rows)]
@@ -183,7 +185,8 @@ def report_sections(rows, preset) -> list[str]:
              "NLL and bde (MILE), issue 19. **Bold**: at or below the target. A method marked * ran on the "
              "first splits only (its cells cost more than a few minutes) or is a peer (NGBoost), and does not "
              "count towards the targets. †: shown, not counted, not best (a density on a discrete response: "
-             "the MDN on wine, whose integer response lets its NLL fall without bound).",
+             "the MDN on wine, whose integer response lets its NLL fall without bound). ‡: over fewer than "
+             "the preset's splits (n = stored of all): shown, not counted until every split is in, not best.",
              "",
              "| data set | target | " + " | ".join(m + "*" * (m in subset) for m in methods) + " | best |",
              "|---|---:|" + "---:|" * len(methods) + "---|"]
@@ -191,6 +194,7 @@ def report_sections(rows, preset) -> list[str]:
     for dataset in DATASETS:
         M = DatasetMeans(rows, dataset)
         target = TARGET_NLL[dataset]
+        every = len(preset.splits) if preset.splits is not None else _n_splits(dataset)
         cells, best = [], None
         for m in methods:
             v, n = M(m, "nll"), M.n(m, "nll")
@@ -202,6 +206,9 @@ def report_sections(rows, preset) -> list[str]:
                 continue
             if (dataset, m) in NOT_COUNTED:
                 cells.append(f"{fmt(v, 3)} (n={n}) †")
+                continue
+            if n < every:
+                cells.append(f"{fmt(v, 3)} (n={n} of {every}) ‡")
                 continue
             if v <= target:
                 wins[m] += 1
