@@ -79,6 +79,10 @@ class Preset:
     method_splits: Mapping[str, int] = field(default_factory=dict)
     method_datasets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
+    def split_indices(self, n_all: int) -> tuple[int, ...]:
+        """The splits this preset runs on a data set with ``n_all`` splits: ``splits``, or all of them."""
+        return self.splits if self.splits is not None else tuple(range(n_all))
+
 
 @dataclass(frozen=True)
 class PaperNumber:
@@ -161,7 +165,7 @@ class Experiment:
         for dataset in p.datasets:
             if (datasets and dataset not in datasets) or dataset in missing:
                 continue
-            splits = p.splits if p.splits is not None else tuple(range(self.n_splits(dataset)))
+            splits = p.split_indices(self.n_splits(dataset))
             for method, settings in p.methods.items():
                 if (methods and method not in methods) or dataset not in p.method_datasets.get(method, (dataset,)):
                     continue

@@ -194,7 +194,7 @@ def report_sections(rows, preset) -> list[str]:
     for dataset in DATASETS:
         M = DatasetMeans(rows, dataset)
         target = TARGET_NLL[dataset]
-        every = len(preset.splits) if preset.splits is not None else _n_splits(dataset)
+        every = len(preset.split_indices(_n_splits(dataset)))
         cells, best = [], None
         for m in methods:
             v, n = M(m, "nll"), M.n(m, "nll")
