@@ -93,6 +93,7 @@ from dubito._validation import (
 from dubito.early_stopping import DEFAULT_PATIENCE, DEFAULT_VALIDATION_FRACTION
 from dubito.nn.feature_layer import find_feature_layer
 from dubito.predictive.grid import GridDensity
+from dubito.predictive.mixture import GaussianMixture
 from dubito.regression.copula_diagnostics import (
     copula_diagnostics,
     loglik_trace,
@@ -123,6 +124,7 @@ from dubito.regression.deterministic import (
 )
 from dubito.regression.marginal import KDEMarginal
 from dubito.search_space import Choice, Float
+from dubito.variance_scale import VARIANCE_SCALINGS, fit_variance_scale
 
 __all__ = ["ImplicitCopulaRegressor"]
 
@@ -246,7 +248,7 @@ class ImplicitCopulaRegressor(_MLPRegressor):
                  nu=NU_DEFAULT, intercept=True, n_draws=1000, vi_max_iter=14_000, vi_min_iter=10_000, vi_draws=50, vi_rank=3,
                  nuts_samples=1000, nuts_warmup=1000, nuts_chains=2, predictive="plugin", theta_point="median",
                  grid_size=512, marginal=None, device="cpu", random_state=None, progress=True,
-                 validation_fraction=DEFAULT_VALIDATION_FRACTION, patience=DEFAULT_PATIENCE):
+                 validation_fraction=DEFAULT_VALIDATION_FRACTION, patience=DEFAULT_PATIENCE, variance_scaling="none"):
         self.prior = prior
         self.inference = inference
         self.network = network
@@ -277,6 +279,7 @@ class ImplicitCopulaRegressor(_MLPRegressor):
         self.progress = progress
         self.validation_fraction = validation_fraction
         self.patience = patience
+        self.variance_scaling = variance_scaling
 
     # -------------------------------------------------------------- settings
     def _copula_settings(self) -> dict:
@@ -297,6 +300,7 @@ class ImplicitCopulaRegressor(_MLPRegressor):
             predictive=check_choice(self.predictive, "predictive", ("mixture", "plugin")),
             theta_point=check_choice(self.theta_point, "theta_point", ("median", "mean")),
             grid_size=check_int(self.grid_size, "grid_size", min_value=16),
+            variance_scaling=check_choice(self.variance_scaling, "variance_scaling", VARIANCE_SCALINGS),
         )
 
     def _extra_settings(self) -> dict:
@@ -351,7 +355,24 @@ class ImplicitCopulaRegressor(_MLPRegressor):
         psi = self._network_features((X - self.x_mean_) / self.x_scale_)
         self.dead_features_ = network_dead_units(psi, p)
         self.feature_source_ = "network"
-        return self._fit_posterior(psi, z, marginal, cs)
+        self._fit_posterior(psi, z, marginal, cs)
+        held_out = self.__dict__.pop("_held_out", None)
+        if cs["variance_scaling"] == "heldout" and held_out is not None:
+            self.variance_scale_ = self._heldout_variance_scale(*held_out)
+        return self
+
+    def _after_training(self, Xs: np.ndarray, z: np.ndarray) -> None:
+        # the network's held-out rows (standardised inputs, their z), kept until the copula is fitted
+        self._held_out = (Xs, z) if len(self.validation_curve_) else None
+
+    def _heldout_variance_scale(self, Xs: np.ndarray, z: np.ndarray) -> float:
+        """c of ``variance_scaling="heldout"``: the MAP scale of every latent component variance on
+        the network's held-out rows (`dubito.variance_scale.fit_variance_scale` on Z | x as a mixture).
+        Exact for the density of y: log p(y | x) = log p_Y(y) - log phi(z) + log p(z | x), and only
+        the last term depends on c."""
+        zp, _ = self._z_prediction(self._network_features(Xs))
+        J = zp.loc.shape[1]
+        return fit_variance_scale(GaussianMixture(np.full(zp.loc.shape, 1.0 / J), zp.loc, zp.scale**2), z)
 
     @classmethod
     def from_features(cls, psi, y, **settings) -> ImplicitCopulaRegressor:
@@ -445,6 +466,7 @@ class ImplicitCopulaRegressor(_MLPRegressor):
 
     def _fit_posterior(self, psi, z, marginal, cs):
         seed = seeds_from(self.random_state, 5)[4]
+        self.variance_scale_ = 1.0  # fit's network path then fits it on the held-out rows
         self.marginal_ = marginal
         self.train_features_ = psi
         self.n_features_ = int(psi.shape[1])
@@ -511,7 +533,9 @@ class ImplicitCopulaRegressor(_MLPRegressor):
         # a fresh C-contiguous torch copy: BLAS rounding depends on strides and alignment, and the same
         # psi must give bit-identical predictions whether it came from X, features= or a loaded file
         psi_t = torch.tensor(np.ascontiguousarray(psi), dtype=torch.float64, device=self.posterior_.theta.device)
-        return self.posterior_.predict_z(psi_t, kind=cs["predictive"], theta_point=cs["theta_point"]), cs
+        zp = self.posterior_.predict_z(psi_t, kind=cs["predictive"], theta_point=cs["theta_point"])
+        c = getattr(self, "variance_scale_", 1.0)
+        return (zp if c == 1.0 else zp.scaled(c)), cs
 
     def _z_cap(self) -> float:
         """The grid's half-width in z for the fitted marginal (`copula_grid.z_cap`)."""

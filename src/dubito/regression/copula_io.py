@@ -20,7 +20,8 @@ JSON: ``params`` (constructor settings; ``marginal`` as a KDEMarginal configurat
 feature_layer; for the wrapped path feature_where, layer_width and constant_feature -- absent in
 files written before ``wrap`` dropped units, which load as the layer's output, all units, no
 constant unit; for the network path predict_seed, best_epoch and stopped_by -- absent in files written
-before validated fitting, which load as stopped by the cap), ``marginal``
+before validated fitting, which load as stopped by the cap; variance_scale, absent in files written
+before the held-out variance scale, which load with c = 1 and ``variance_scaling="none"``), ``marginal``
 (`KDEMarginal.to_state`'s settings) and
 ``posterior`` (prior, inference, p, names, nu, tau2_fixed, diagnostics, settings, intercept -- absent
 in files written before the random intercept, which load without one; numpy arrays
@@ -40,6 +41,7 @@ import numpy as np
 import torch
 
 from dubito import io
+from dubito._estimator import fitted_number
 from dubito._validation import check_fitted
 from dubito.inference.vi import FactorGaussian
 from dubito.nn.feature_layer import find_feature_layer
@@ -185,7 +187,8 @@ def copula_state(est) -> tuple[dict[str, torch.Tensor], dict]:
     tensors["train_features"] = torch.from_numpy(np.ascontiguousarray(est.train_features_, dtype=np.float64))
     source = est.feature_source_
     fitted = dict(version=STATE_VERSION, feature_source=source, n_features=int(est.n_features_),
-                  n_train=int(est.n_train_), n_features_in=None, feature_names_in=io.feature_names_json(est))
+                  n_train=int(est.n_train_), n_features_in=None, feature_names_in=io.feature_names_json(est),
+                  variance_scale=float(est.variance_scale_))
     if hasattr(est, "n_features_in_"):  # not for a wrapped model: its input has no fixed width
         fitted.update(est._common_fitted())
     if source == "wrapped":
@@ -234,6 +237,8 @@ def copula_from_state(cls, tensors: dict, settings: dict, *, device=None, where:
         params["marginal"] = _marginal_from_param(params["marginal"])
         # files written before the random intercept hold the paper's model, without one
         params.setdefault("intercept", bool(settings["posterior"].get("intercept", False)))
+        # files written before the held-out variance scale: none (c = 1)
+        params.setdefault("variance_scaling", "none")
         est = cls(**params)
         s = est._settings()
         est.marginal_ = KDEMarginal.from_state(
@@ -249,6 +254,7 @@ def copula_from_state(cls, tensors: dict, settings: dict, *, device=None, where:
             est.n_train_ = int(fitted["n_train"])
             io.set_feature_names(est, fitted.get("feature_names_in"))
         est.train_features_ = tensors["train_features"].double().numpy()
+        est.variance_scale_ = fitted_number(fitted, "variance_scale", default=1.0, positive=True)
         if "dead_features" in tensors:
             est.dead_features_ = tensors["dead_features"].numpy().astype(np.intp)
         if est.feature_source_ == "wrapped":

@@ -367,6 +367,13 @@ class ZPrediction:
     scale: np.ndarray
     kind: str
 
+    def scaled(self, c: float) -> ZPrediction:
+        """Every component variance times c (`dubito.variance_scale.scale_mixture` in z): scale
+        sqrt(c) s_j, the same locations, var = c mean_j s_j^2 + the spread of the locations."""
+        scale = math.sqrt(c) * self.scale
+        var = (scale**2).mean(1) + ((self.loc - self.mean[:, None]) ** 2).mean(1)
+        return ZPrediction(mean=self.mean, var=var, loc=self.loc, scale=scale, kind=self.kind)
+
 
 @dataclass
 class CopulaPosterior:
