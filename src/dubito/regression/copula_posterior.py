@@ -58,6 +58,7 @@ import torch
 
 from dubito._validation import check_bool, check_choice, check_float
 from dubito.inference.vi import FactorGaussian
+from dubito.predictive.mixture import GaussianMixture
 
 __all__ = [
     "CopulaModel", "CopulaPosterior", "ZPrediction",
@@ -366,6 +367,10 @@ class ZPrediction:
     loc: np.ndarray
     scale: np.ndarray
     kind: str
+
+    def as_mixture(self) -> GaussianMixture:
+        """Z | x as an equal-weight `GaussianMixture` of its components."""
+        return GaussianMixture(np.full(self.loc.shape, 1.0 / self.loc.shape[1]), self.loc, self.scale**2)
 
     def scaled(self, c: float) -> ZPrediction:
         """Every component variance times c (`dubito.variance_scale.scale_mixture` in z): scale
