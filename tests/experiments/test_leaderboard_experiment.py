@@ -55,8 +55,11 @@ def test_a_default_and_a_tuned_cell(uci_dir, monkeypatch):
     assert res.info["encoding_scores"] == est.encoding_scores_
     assert set(est.encoding_scores_) == {"none", "piecewise_linear"}
     tuned = lb.run_cell(Cell("leaderboard", "t", "yacht", "ensemble-tuned", 0, 0, {**fast, "n_trials": 2}))
-    assert set(tuned.info["best_params"]) == {"lr", "weight_decay", "hidden"}
+    assert set(tuned.info["best_params"]) == {"lr", "prior_precision", "input_encoding"}  # the declared space
     assert np.isfinite(tuned.variants["ensemble-tuned"]["nll"]) and np.isfinite(tuned.info["tuning_nll"])
+    former = lb.run_cell(Cell("leaderboard", "t", "yacht", "ensemble-tuned-former-space", 0, 0,
+                              {**fast, "n_trials": 2}))
+    assert set(former.info["best_params"]) == {"lr", "weight_decay", "hidden"}  # the row's own space
 
 
 @pytest.mark.filterwarnings("ignore::dubito.inference.diagnostics.ConvergenceWarning")  # short VI runs
