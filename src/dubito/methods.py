@@ -133,7 +133,7 @@ METHODS: dict[str, Method] = {
         Method("hyvi", "FuNN-HyVI: hypernetwork implicit VI, k-NN KL in predictor space, learned noise, early "
                "stopping", HyperVIRegressor, "Pequignot et al."),
         Method("icnlm", "implicit copula neural linear model: KDE marginal, MLP on z, ridge prior and a random "
-               "intercept, VI (10 features)",
+               "intercept, VI (10 features), latent variance scaled on held-out rows",
                ImplicitCopulaRegressor, "Hoffmann & Klein 2023"),
         Method("naive", "constant prediction 0 with the residual variance mean(y^2) (the naive learner)",
                NaiveRegressor, "Hoffmann & Klein 2023 (naive learner)"),
