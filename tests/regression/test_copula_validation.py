@@ -17,17 +17,14 @@ from dubito.early_stopping import holdout_split
 from dubito.regression import ImplicitCopulaRegressor
 from dubito.search_space import check_space
 
-# lr 0.03 on 300 rows overfits within a few dozen epochs, so the rule (patience 5) stops well before the cap
-NET = dict(hidden=(32,), n_features=4, activation="tanh", lr=3e-2, batch_size=16, epochs=200, patience=5)
-COPULA = dict(vi_max_iter=200, vi_min_iter=50, n_draws=40, random_state=3, progress=False)
+from .copula_synthetic import FAST_COPULA as COPULA
+from .copula_synthetic import FAST_NETWORK as NET
+from .copula_synthetic import skewed_rows
 
 
 @pytest.fixture(scope="module")
 def Xy():
-    rng = np.random.default_rng(0)
-    X = rng.uniform(-2, 2, size=(300, 3))
-    y = np.exp(0.5 * np.sin(2 * X[:, 0]) + 0.3 * X[:, 1] * X[:, 2] + 0.3 * rng.normal(size=300))
-    return X, y
+    return skewed_rows()
 
 
 def _fit(X, y, **kw):
