@@ -290,7 +290,7 @@ class DeepEnsembleRegressor(DubitoRegressor):
     #: What `dubito.tune` searches (held-out NLL), about the defaults: Adam's rate a factor 3 either side of 1e-3,
     #: the prior precision from the paper's 1 to 100, the encoding (a trial is one training, not "auto"'s two).
     #: The former space (the rate, lambda_tab, four widths) lost to the untuned defaults on all five small sets;
-    #: this one gained on validation rows of boston, concrete, wine (docs/results/ensemble-tuning.md; energy lost).
+    #: this one gained on validation rows of boston, concrete, wine (docs/results/ensemble-tuning.md; not energy).
     search_space = {
         "lr": Float(3e-4, 3e-3, log=True),
         "prior_precision": Float(1.0, 100.0, log=True),
