@@ -113,23 +113,35 @@ def run(args) -> None:
 
 
 def table(path: str) -> None:
+    paired_table(path, VARIANTS, "before")
+
+
+def paired_table(path: str, variants, base_variant: str, standard_error: bool = False) -> None:
+    """Print the mean NLL, RMSE, coverage@95 and fit seconds per (set, variant) of the records at
+    ``path``, and each variant's mean NLL difference from ``base_variant`` over the splits both hold
+    (with the standard error of the paired differences if ``standard_error``)."""
     import numpy as np
 
     recs = read_records(path)
     by = {}
     for r in recs:
         by.setdefault((r["ds"], r["variant"]), {})[r["split"]] = r
-    print("| data set | variant | splits | NLL | NLL - before (same splits) | RMSE | coverage@95 | fit s |")
+    label = f"NLL - {base_variant}" + (" ± s.e." if standard_error else "")
+    print(f"| data set | variant | splits | NLL | {label} (same splits) | RMSE | coverage@95 | fit s |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for ds in dict.fromkeys(r["ds"] for r in recs):
-        base = by.get((ds, "before"), {})
-        for variant in VARIANTS:
+        base = by.get((ds, base_variant), {})
+        for variant in variants:
             rows = by.get((ds, variant))
             if not rows:
                 continue
-            common = sorted(set(rows) & set(base))
-            diff = (f"{np.mean([rows[k]['nll'] - base[k]['nll'] for k in common]):+.3f}"
-                    if common and variant != "before" else "")
+            d = np.array([rows[k]["nll"] - base[k]["nll"] for k in sorted(set(rows) & set(base))])
+            diff = ""
+            if variant != base_variant and d.size:
+                diff = f"{d.mean():+.3f}"
+                if standard_error:
+                    se = d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else float("nan")
+                    diff += f" ± {se:.3f}"
             m = {key: np.mean([r[key] for r in rows.values()]) for key in ("nll", "rmse", "cov", "sec")}
             rmse = f"{m['rmse']:.3f}" if m["rmse"] < 100 else f"{m['rmse']:.1f}"
             print(f"| {ds} | {variant} | {len(rows)} | {m['nll']:.3f} | {diff} | {rmse} | {m['cov']:.3f} "

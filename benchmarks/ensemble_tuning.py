@@ -37,7 +37,7 @@ import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common, also when imported by path
 from _common import one_thread_env, progress, validation_rows  # noqa: E402
-from ensemble_capacity import read_records, records_main, score  # noqa: E402
+from ensemble_capacity import paired_table, read_records, records_main, score  # noqa: E402
 
 one_thread_env()
 
@@ -84,28 +84,7 @@ def run(args) -> None:
 
 
 def table(path: str) -> None:
-    import numpy as np
-
-    recs = read_records(path)
-    by = {}
-    for r in recs:
-        by.setdefault((r["ds"], r["variant"]), {})[r["split"]] = r
-    print("| data set | variant | splits | NLL | NLL - default ± s.e. (same splits) | RMSE | coverage@95 | fit s |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
-    for ds in dict.fromkeys(r["ds"] for r in recs):
-        base = by.get((ds, "default"), {})
-        for variant in VARIANTS:
-            rows = by.get((ds, variant))
-            if not rows:
-                continue
-            d = np.array([rows[k]["nll"] - base[k]["nll"] for k in sorted(set(rows) & set(base))])
-            diff = ""
-            if variant != "default" and d.size:
-                se = d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else float("nan")
-                diff = f"{d.mean():+.3f} ± {se:.3f}"
-            m = {key: np.mean([r[key] for r in rows.values()]) for key in ("nll", "rmse", "cov", "sec")}
-            print(f"| {ds} | {variant} | {len(rows)} | {m['nll']:.3f} | {diff} | {m['rmse']:.3f} | {m['cov']:.3f} "
-                  f"| {m['sec']:.0f} |")
+    paired_table(path, VARIANTS, "default", standard_error=True)
 
 
 def main(argv=None) -> None:

@@ -98,3 +98,15 @@ def skewed_rows(n: int = 300, seed: int = 0):
     X = rng.uniform(-2, 2, size=(n, 3))
     y = np.exp(0.5 * np.sin(2 * X[:, 0]) + 0.3 * X[:, 1] * X[:, 2] + 0.3 * rng.normal(size=n))
     return X, y
+
+
+def fit_fast(X, y, **settings):
+    """`ImplicitCopulaRegressor` with ``FAST_NETWORK`` and ``FAST_COPULA`` (``settings`` override them),
+    fitted on (X, y) with the short VI runs' ConvergenceWarning silenced."""
+    import warnings
+
+    from dubito.regression import ImplicitCopulaRegressor
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ImplicitCopulaRegressor(**{**FAST_NETWORK, **FAST_COPULA, **settings}).fit(X, y)

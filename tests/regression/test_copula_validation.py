@@ -17,20 +17,13 @@ from dubito.early_stopping import holdout_split
 from dubito.regression import ImplicitCopulaRegressor
 from dubito.search_space import check_space
 
-from .copula_synthetic import FAST_COPULA as COPULA
-from .copula_synthetic import FAST_NETWORK as NET
+from .copula_synthetic import fit_fast as _fit
 from .copula_synthetic import skewed_rows
 
 
 @pytest.fixture(scope="module")
 def Xy():
     return skewed_rows()
-
-
-def _fit(X, y, **kw):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # ConvergenceWarning of the short VI runs
-        return ImplicitCopulaRegressor(**{**NET, **COPULA, **kw}).fit(X, y)
 
 
 @pytest.fixture(scope="module")

@@ -20,19 +20,13 @@ from dubito.regression.copula_posterior import ZPrediction
 from dubito.variance_scale import PRIOR_SD
 
 from .copula_synthetic import FAST_COPULA as COPULA
-from .copula_synthetic import FAST_NETWORK as NET
+from .copula_synthetic import fit_fast as _fit
 from .copula_synthetic import skewed_rows
 
 
 @pytest.fixture(scope="module")
 def Xy():
     return skewed_rows()
-
-
-def _fit(X, y, **kw):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # ConvergenceWarning of the short VI runs
-        return ImplicitCopulaRegressor(**{**NET, **COPULA, **kw}).fit(X, y)
 
 
 @pytest.fixture(scope="module")

@@ -536,8 +536,7 @@ class ImplicitCopulaRegressor(_MLPRegressor):
         # psi must give bit-identical predictions whether it came from X, features= or a loaded file
         psi_t = torch.tensor(np.ascontiguousarray(psi), dtype=torch.float64, device=self.posterior_.theta.device)
         zp = self.posterior_.predict_z(psi_t, kind=cs["predictive"], theta_point=cs["theta_point"])
-        c = getattr(self, "variance_scale_", 1.0)
-        return (zp if c == 1.0 else zp.scaled(c)), cs
+        return (zp if self.variance_scale_ == 1.0 else zp.scaled(self.variance_scale_)), cs
 
     def _z_cap(self) -> float:
         """The grid's half-width in z for the fitted marginal (`copula_grid.z_cap`)."""
