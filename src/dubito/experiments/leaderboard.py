@@ -74,6 +74,7 @@ METHODS = {
     "icnlm-paper": ("icnlm", False),
     "icnlm-unscaled": ("icnlm", False),
     "mfvi": ("mfvi", False),
+    "mfvi-unscaled": ("mfvi", False),
     "hyvi": ("hyvi", False),
     "deepnoise": ("deepnoise", False),
     "ensemble-tuned": ("ensemble", True),
@@ -99,7 +100,8 @@ METHODS = {
 #: its nets became (256, 128, 64) with a prior precision of 10 (session 24); ``ensemble-raw-inputs`` the
 #: ensemble before it chose between its raw inputs and their piecewise-linear encoding (session 25);
 #: ``icnlm-unscaled`` the IC-NLM before its held-out variance scale in z (session 27; ``icnlm-paper``
-#: is unscaled too, as the paper).
+#: is unscaled too, as the paper); ``mfvi-unscaled`` mean-field VI before its held-out noise scale
+#: (session 28).
 #: Their cells were run before those changes, under the entry's name, and renamed; each row keeps the
 #: settings of the rows renamed before it (a constant rate, no scale, Gaussian, the paper's net, raw inputs).
 EPOCH_BUDGET = {"patience": DEFAULT_PATIENCE, "epochs": DEFAULT_EPOCHS}
@@ -107,7 +109,7 @@ PAPER_BUDGET = {"lr": 2.5e-4, "epochs": 60, "patience": 20}
 CONSTANT_LR, UNSCALED, GAUSSIAN = {"lr_drop": "none"}, {"variance_scaling": "none"}, {"tail_df": None}
 RAW_INPUTS = {"input_encoding": "none"}
 PAPER_NET = {"hidden": (128, 64, 32), "prior_precision": 1.0, **RAW_INPUTS}
-OVERRIDES = {"icnlm-paper": {"intercept": False, **UNSCALED}, "icnlm-unscaled": UNSCALED,
+OVERRIDES = {"icnlm-paper": {"intercept": False, **UNSCALED}, "icnlm-unscaled": UNSCALED, "mfvi-unscaled": UNSCALED,
              "deterministic-paper": PAPER_BUDGET,
              "mc-dropout-paper": {**PAPER_BUDGET, **UNSCALED},
              "ensemble-epochs": {**EPOCH_BUDGET, **CONSTANT_LR, **GAUSSIAN, **PAPER_NET},
@@ -276,13 +278,15 @@ COMPARED_ON = {"ensemble-epochs": SMALL_SETS, "mc-dropout-epochs": SMALL_SETS,
                "ensemble-hmc": SMALL_SETS,
                # the IC-NLM's scale: its cells before the change (wine's integer response is refused)
                "icnlm-unscaled": ("boston", "concrete", "energy", "yacht", "kin8nm"),
+               # mean-field VI's noise scale: its cells before the change (protein had none)
+               "mfvi-unscaled": ("boston", "concrete", "energy", "yacht", "wine", "kin8nm", "naval", "power"),
                "ensemble-tuned-former-space": SMALL_SETS}
 
 FAST = ("ensemble", "ensemble-raw-inputs", "ensemble-paper-net", "ensemble-gaussian", "ensemble-constant-lr",
         "ensemble-epochs",
         "ensemble-hmc", "ensemble-hmc-gaussian", "mc-dropout", "mc-dropout-unscaled", "mc-dropout-epochs",
         "mc-dropout-paper", "mdn", "deterministic", "deterministic-paper", "icnlm", "icnlm-unscaled", "icnlm-paper",
-        "mfvi", "hyvi")
+        "mfvi", "mfvi-unscaled", "hyvi")
 
 EXPERIMENT = Experiment(
     name="leaderboard",
