@@ -26,7 +26,10 @@ the pre-activation mean and the residual (2 N K_in K_out each), the u-update's t
 (K, K) products, and the weight update's Gram matrices (2 N K_in (K_in + K_out)); the reference
 is a float64 ``torch.mm`` of the same flops. The sweep is dominated by the element-wise draws of
 the v-conditional (erfc and logs of every unit on each activation piece), so its rate is also
-compared with a bare ``torch.special.erfc`` over the latent units times the pieces.
+compared with a bare ``torch.special.erfc`` over the latent units times the pieces, and the special
+functions and random draws that no sweep avoids (`UNAVOIDABLE`) are timed alone: the ratio the sweep
+could reach if everything else were free and its matrix products ran at the reference's rate is
+printed as a ceiling.
 A benchmark, not a timed test.
 """
 
@@ -149,6 +152,7 @@ def sweep(torch, out, widths, n, repeats) -> None:
     pieces = 3  # hard tanh's linear pieces
     e = torch.randn(units * pieces, generator=gen, dtype=torch.float64)
     erfc_s = median_seconds(lambda: torch.special.erfc(e), repeats, warmup=True)
+    floor_s = unavoidable_seconds(torch, widths, n, gen, repeats)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         run()
     total = sum(ev.self_cpu_time_total for ev in prof.key_averages())
@@ -169,6 +173,38 @@ def sweep(torch, out, widths, n, repeats) -> None:
     out(f"one torch.special.erfc over the {units} latent units x {pieces} pieces: {erfc_s * 1e3:.1f} ms "
         f"= {erfc_s / sweep_s:.2f} of the sweep")
     out("sweep time by profiler category: " + ", ".join(f"{k} {100 * v / total:.0f} %" for k, v in by.items()))
+    out(f"special functions and draws no sweep avoids ({UNAVOIDABLE} per latent unit of each hidden layer): "
+        f"{floor_s * 1e3:.1f} ms; with all else free and the matrix products at the mm's rate the ratio is at "
+        f"most mm / (those + mm) = {mm_s / (floor_s + mm_s):.2f}")
+
+
+#: What the v- and u-conditionals must evaluate per latent unit of a hidden layer, hard tanh's three
+#: pieces (`dubito.regression.deepnoise_gibbs`): each piece's mass (the two outer pieces one erfc each,
+#: the inner one two) and the log of each, the pieces' weights (three exp), the piece and the point
+#: within it (two uniforms, one ndtri), and the u-update's normal draw.
+UNAVOIDABLE = "4 erfc, 3 log, 3 exp, 1 ndtri, 2 uniform and 1 normal draws"
+
+
+def unavoidable_seconds(torch, widths, n, gen, repeats) -> float:
+    """Seconds of `UNAVOIDABLE` over the sweep's (n, K) latent units, float64, one layer at a time."""
+    total = 0.0
+    for k in widths[1:-1]:
+        x = torch.rand(n, k, generator=gen, dtype=torch.float64) * 0.4 + 1e-3  # probabilities below 1/2
+        e = torch.randn(n, k, generator=gen, dtype=torch.float64)
+
+        def run():
+            for _ in range(4):
+                torch.special.erfc(e)
+            for _ in range(3):
+                torch.log(x)
+                torch.exp(e)
+            torch.special.ndtri(x)
+            torch.rand(n, k, generator=gen, dtype=torch.float64)
+            torch.rand(n, k, generator=gen, dtype=torch.float64)
+            torch.randn(n, k, generator=gen, dtype=torch.float64)
+
+        total += median_seconds(run, repeats, warmup=True)
+    return total
 
 
 if __name__ == "__main__":
