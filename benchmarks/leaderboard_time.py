@@ -27,10 +27,6 @@ from _common import Printer, header, one_thread_env, progress, torch_one_thread 
 
 one_thread_env()
 
-#: bde's fit + predict seconds per split on one thread here (issue 19): (low, high).
-BDE_SECONDS = {"boston": (20, 25), "concrete": (20, 25), "energy": (20, 25), "wine": (20, 25), "yacht": (20, 25),
-               "kin8nm": (40, 55), "power": (40, 55), "naval": (40, 55), "protein": (210, 210)}
-
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -40,7 +36,7 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default=None, help="also write the lines to this file")
     args = ap.parse_args(argv)
     torch = torch_one_thread()
-    from dubito.experiments.leaderboard import run_cell
+    from dubito.experiments.leaderboard import BDE_SECONDS, run_cell
     from dubito.heap import retain_freed_memory
 
     retain_freed_memory()  # as `dubito bench` runs the cells
@@ -56,7 +52,7 @@ def main(argv=None) -> None:
                 cell = SimpleNamespace(method=method, dataset=name, split=split, seed=0, settings={})
                 m = run_cell(cell).variants[method]
                 total = m["fit_seconds"] + m["predict_seconds"]
-                bde = f"{low}-{high}" if low != high else f"{high}"
+                bde = f"{low:.0f}-{high:.0f}" if low != high else f"{high:.0f}"
                 out(f"| {method} | {name} | {split} | {m['fit_seconds']:.1f} | {m['predict_seconds']:.1f} "
                     f"| {total:.1f} | {bde} | {total / high:.2f} | {m['nll']:.3f} |")
 

@@ -1,0 +1,95 @@
+"""A regressor's held-out variance scale, checked on validation rows (issue 19).
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/heldout_scale.py --method mdn --records FILE.jsonl
+        [--datasets boston concrete energy yacht wine kin8nm power naval] [--splits 3] [--diabetes 10] [--table]
+
+For an estimator of `dubito.methods` (``--method``) that fits one variance scale c on its held-out
+rows (``variance_scaling="heldout"``, `dubito.variance_scale`) and applies it at prediction through
+``variance_scale_``: one fit per split with the scale, scored twice, with c and with c = 1 (the
+fitted ``variance_scale_`` set to 1), so the table compares them paired. Validation rows only, as
+benchmarks/icnlm_variance_scale.py (whose table this prints): each of the first ``--splits`` standard
+splits is fitted (the method's defaults, ``random_state`` = split) on 80 % of its training rows
+(`_common.validation_rows`) and scored on the other 20 %; the test rows are not used. ``--diabetes
+k``: test coverage@95 and NLL on diabetes splits 0..k-1 (``random_state=0``; "diabetes-test"). Each
+fit appends one JSON record to ``--records``; records there are not fitted again. A check, not a
+timed test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common, also when imported by path
+from _common import one_thread_env, progress, validation_rows  # noqa: E402
+from ensemble_capacity import read_records, score  # noqa: E402
+from icnlm_variance_scale import table  # noqa: E402
+
+one_thread_env()
+
+SETS = ["boston", "concrete", "energy", "yacht", "wine", "kin8nm", "power", "naval"]
+
+
+def fit_and_score(method: str, X, y, X_score, y_score, seed: int) -> dict:
+    """One fit with the held-out scale; the scores of its predictive with c and with c = 1."""
+    from dubito.methods import get_method
+
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = get_method(method).make(random_state=seed, progress=False, variance_scaling="heldout").fit(X, y)
+        secs = time.perf_counter() - t0
+        c = est.variance_scale_
+        scaled = score(est.predict_distribution(X_score), y_score)
+        est.variance_scale_ = 1.0
+        unscaled = score(est.predict_distribution(X_score), y_score)
+    return dict(c=c, sec=secs, scaled=scaled, unscaled=unscaled)
+
+
+def main(argv=None) -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--method", required=True, help="a dubito.methods name whose estimator takes variance_scaling")
+    ap.add_argument("--records", required=True, help="JSON-lines file the fits append to (and resume from)")
+    ap.add_argument("--datasets", nargs="*", default=SETS)
+    ap.add_argument("--splits", type=int, default=3, help="first standard splits per set")
+    ap.add_argument("--diabetes", type=int, default=0, help="diabetes test splits for the README's claim")
+    ap.add_argument("--table", action="store_true", help="only print the table of the records")
+    args = ap.parse_args(argv)
+    if not args.table:
+        from _common import header
+
+        from dubito.data import load
+
+        print(header())
+        done = {(r["ds"], r["split"]) for r in read_records(args.records)}
+
+        def append(name, split, rec):
+            with open(args.records, "a") as f:
+                f.write(json.dumps(dict(ds=name, split=split, **rec)) + "\n")
+
+        for name in args.datasets:
+            ds = load(name)
+            for split in range(args.splits):
+                if (name, split) not in done:
+                    progress(f"{args.method} {name} split {split}")
+                    X, y, _, _ = ds.split(split)
+                    fit_rows, val_rows = validation_rows(len(y), split)
+                    append(name, split, fit_and_score(args.method, X[fit_rows], y[fit_rows], X[val_rows], y[val_rows],
+                                                      split))
+        if args.diabetes:
+            ds = load("diabetes")
+            for split in range(args.diabetes):
+                if ("diabetes-test", split) not in done:
+                    progress(f"{args.method} diabetes split {split} (test rows)")
+                    X, y, Xt, yt = ds.split(split)
+                    append("diabetes-test", split, fit_and_score(args.method, X, y, Xt, yt, 0))
+    table(args.records)
+
+
+if __name__ == "__main__":
+    main()
