@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 
 from dubito.predictive import GaussianMixture, StudentTMixture
-from dubito.variance_scale import PRIOR_SD, fit_variance_scale, scale_mixture, scale_spread
+from dubito.variance_scale import (
+    AUTO_MIN_HELDOUT_ROWS,
+    PRIOR_SD,
+    fit_variance_scale,
+    scale_mixture,
+    scale_spread,
+    scales_on,
+)
 
 
 def _one_component(m, v, c_true, seed=0):
@@ -97,3 +104,10 @@ def test_a_student_t_mixture_stays_one_and_its_scale_is_the_t_mle():
     brute = grid[np.argmax([scale_mixture(pred, g).log_prob(y).sum() for g in grid[::10]]) * 10]
     assert abs(c - brute) <= 0.011
     assert c == pytest.approx(3.0, rel=0.1)
+
+
+@pytest.mark.parametrize("setting, n, expected", [
+    ("heldout", 1, True), ("heldout", 0, False), ("none", 5000, False),
+    ("auto", AUTO_MIN_HELDOUT_ROWS, True), ("auto", AUTO_MIN_HELDOUT_ROWS - 1, False), ("auto", 0, False)])
+def test_which_settings_fit_a_scale_on_how_many_held_out_rows(setting, n, expected):
+    assert scales_on(setting, n) is expected

@@ -34,7 +34,8 @@ from scipy.optimize import minimize_scalar
 from dubito.predictive.mixture import GaussianMixture
 from dubito.predictive.student import StudentTMixture
 
-__all__ = ["AUTO_MIN_HELDOUT_ROWS", "AUTO_VARIANCE_SCALINGS", "PRIOR_SD", "VARIANCE_SCALINGS", "fit_variance_scale", "scale_mixture", "scale_spread"]
+__all__ = ["AUTO_MIN_HELDOUT_ROWS", "AUTO_VARIANCE_SCALINGS", "PRIOR_SD", "VARIANCE_SCALINGS", "fit_variance_scale",
+           "scale_mixture", "scale_spread", "scales_on"]
 
 #: An estimator's ``variance_scaling``: "heldout" fits c on its held-out rows (1 without them);
 #: "none" keeps c = 1; "auto" (MC dropout's default) is "heldout" from ``AUTO_MIN_HELDOUT_ROWS``
@@ -46,6 +47,14 @@ AUTO_VARIANCE_SCALINGS = ("auto",) + VARIANCE_SCALINGS
 #: 144 rows or more (wine, kin8nm -1.199 -> -1.231, power, naval coverage@95 1.000 -> 0.954) and
 #: hurt NLL on those with 28-93 (yacht 1.96 -> 2.64, boston, concrete), but for energy's 69.
 AUTO_MIN_HELDOUT_ROWS = 100
+
+def scales_on(variance_scaling: str, n_heldout: int) -> bool:
+    """Whether an estimator with this ``variance_scaling`` fits c on its ``n_heldout`` held-out rows:
+    "heldout" with any, "auto" with ``AUTO_MIN_HELDOUT_ROWS`` or more, "none" never."""
+    if variance_scaling == "auto":
+        return n_heldout >= AUTO_MIN_HELDOUT_ROWS
+    return variance_scaling == "heldout" and n_heldout > 0
+
 
 #: tau, the prior sd of log c (module docstring).
 PRIOR_SD = 0.5

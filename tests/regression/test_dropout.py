@@ -212,11 +212,11 @@ def test_heldout_variance_scale_is_the_map_of_the_held_out_rows_and_is_saved(dat
     assert back.variance_scale_ == scaled.variance_scale_
     np.testing.assert_array_equal(back.predict_distribution(Xq).var, b.var)
     # "auto" (the default) is "heldout" from AUTO_MIN_HELDOUT_ROWS held-out rows up (here 40), "none" below
-    import dubito.regression.dropout as dropout_module
+    import dubito.variance_scale as variance_scale_module
 
     for threshold, c in ((40, scaled.variance_scale_), (41, 1.0)):
         with pytest.MonkeyPatch.context() as m:
-            m.setattr(dropout_module, "AUTO_MIN_HELDOUT_ROWS", threshold)
+            m.setattr(variance_scale_module, "AUTO_MIN_HELDOUT_ROWS", threshold)
             assert MCDropoutRegressor(**kw, variance_scaling="auto").fit(X, y).variance_scale_ == c
     every_row = MCDropoutRegressor(**{**FAST, "epochs": 2}, variance_scaling="heldout").fit(X, y)
     assert every_row.variance_scale_ == 1.0

@@ -54,12 +54,7 @@ from dubito.early_stopping import DEFAULT_VALIDATION_FRACTION
 from dubito.predictive.samples import Samples
 from dubito.regression.deterministic import _MLPRegressor, residual_variance
 from dubito.search_space import Choice, Float
-from dubito.variance_scale import (
-    AUTO_MIN_HELDOUT_ROWS,
-    AUTO_VARIANCE_SCALINGS,
-    fit_variance_scale,
-    scale_spread,
-)
+from dubito.variance_scale import AUTO_VARIANCE_SCALINGS, fit_variance_scale, scale_spread, scales_on
 
 __all__ = ["MCDropoutRegressor"]
 
@@ -220,11 +215,8 @@ class MCDropoutRegressor(_MLPRegressor):
         else:
             self.noise_var_ = float(noise) ** 2
         self.variance_scale_ = 1.0
-        held_out = len(self.validation_curve_) > 0  # Xs, y are then the held-out rows
-        scaling = s["variance_scaling"]
-        if scaling == "auto":
-            scaling = "heldout" if len(y) >= AUTO_MIN_HELDOUT_ROWS else "none"
-        if scaling == "heldout" and held_out and self.noise_var_ is not None:
+        n_heldout = len(y) if len(self.validation_curve_) > 0 else 0  # Xs, y are then the held-out rows
+        if scales_on(s["variance_scaling"], n_heldout) and self.noise_var_ is not None:
             draws = self._draws(Xs, self.sample_masks())
             pred = Samples(draws, noise_std=np.sqrt(self.noise_var_)).as_mixture()
             self.variance_scale_ = fit_variance_scale(pred, y, scale=scale_spread)

@@ -38,7 +38,7 @@ from dubito.predictive.mixture import GaussianMixture
 from dubito.regression.deterministic import _MLPRegressor
 from dubito.search_space import Choice, Float
 from dubito.training_loop import NAIVE_GAUSSIAN_NLL
-from dubito.variance_scale import AUTO_MIN_HELDOUT_ROWS, AUTO_VARIANCE_SCALINGS, fit_variance_scale, scale_mixture
+from dubito.variance_scale import AUTO_VARIANCE_SCALINGS, fit_variance_scale, scale_mixture, scales_on
 
 __all__ = ["MDNMixture", "MixtureDensityRegressor"]
 
@@ -173,10 +173,8 @@ class MixtureDensityRegressor(_MLPRegressor):
         """The held-out variance scale c (``variance_scaling``); Xs, y are the held-out rows when
         there are any."""
         self.variance_scale_ = 1.0
-        scaling = self._settings()["variance_scaling"]
-        if scaling == "auto":
-            scaling = "heldout" if len(y) >= AUTO_MIN_HELDOUT_ROWS else "none"
-        if scaling == "heldout" and len(self.validation_curve_) > 0:
+        n_heldout = len(y) if len(self.validation_curve_) > 0 else 0
+        if scales_on(self._settings()["variance_scaling"], n_heldout):
             w, mu, var = self._components(Xs)
             self.variance_scale_ = fit_variance_scale(GaussianMixture(w, mu, var), y, scale=scale_mixture)
 

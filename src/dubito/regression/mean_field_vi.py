@@ -110,7 +110,7 @@ from dubito.predictive.mixture import GaussianMixture
 from dubito.regression.variational_family import softplus_inv
 from dubito.search_space import Choice, Float
 from dubito.training_loop import run_epochs
-from dubito.variance_scale import AUTO_MIN_HELDOUT_ROWS, AUTO_VARIANCE_SCALINGS, fit_variance_scale, scale_mixture
+from dubito.variance_scale import AUTO_VARIANCE_SCALINGS, fit_variance_scale, scale_mixture, scales_on
 
 __all__ = ["VALIDATION_DRAWS", "MeanFieldVIRegressor", "kl_normal"]
 
@@ -326,10 +326,7 @@ class MeanFieldVIRegressor(DubitoRegressor):
         self.stopped_by_ = record.stopped_by
         self.diagnostics_ = self._diagnostics()
         self.variance_scale_ = 1.0
-        scaling = s["variance_scaling"]
-        if scaling == "auto":
-            scaling = "heldout" if val_rows.size >= AUTO_MIN_HELDOUT_ROWS else "none"
-        if scaling == "heldout" and val_rows.size:
+        if scales_on(s["variance_scaling"], val_rows.size):
             held_out = self.predict_distribution(X[val_rows])  # c = 1 here
             self.variance_scale_ = fit_variance_scale(held_out, y[val_rows], scale=scale_mixture)
         return self
