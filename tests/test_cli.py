@@ -22,6 +22,9 @@ def test_run_writes_table_and_report(tmp_path):
     report = (out / "report.md").read_text()
     assert "| rmse |" in report and "![calibration](calibration.png)" in report
     assert "## Convergence" not in report  # no diagnostics_: no section
+    c = re.search(r"Held-out variance scale \(`variance_scaling='heldout'`, `dubito.variance_scale`\): c = ([0-9.]+), "
+                  r"fitted on the held-out rows; what c multiplies: `DeepEnsembleRegressor`'s", report)
+    assert c and float(c.group(1)) != 1.0
     assert re.search(r"Fit took \d+\.\d s, prediction and scoring \d+\.\d s\.", report)
     for png in ("calibration.png", "pit.png", "predictions.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

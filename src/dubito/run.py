@@ -167,6 +167,19 @@ def run(
     return result
 
 
+def _variance_scale_lines(model) -> list[str]:
+    """report.md's line on the held-out variance scale c (`dubito.variance_scale`), for a model that
+    fits one: its value, where the estimator says what c multiplies, and how to turn it off."""
+    c = getattr(model, "variance_scale_", None)
+    if c is None:
+        return []
+    setting = getattr(model, "variance_scaling", None)
+    what = "c = 1 (no held-out rows, or too few for the setting)" if c == 1.0 else f"c = {c:.3g}"
+    return [f"Held-out variance scale (`variance_scaling={setting!r}`, `dubito.variance_scale`): {what}, fitted on "
+            f"the held-out rows; what c multiplies: `{type(model).__name__}`'s `variance_scaling`; "
+            "`variance_scaling='none'` keeps c = 1.", ""]
+
+
 def write_report(result: RunResult, preds, X_test, y_test, out: Path, model) -> list[Path]:
     """Markdown report and its PNG plots under ``out``; every file written atomically."""
     out.mkdir(parents=True, exist_ok=True)
@@ -198,6 +211,7 @@ def write_report(result: RunResult, preds, X_test, y_test, out: Path, model) -> 
         *([f"Calibration: {result.calibration}.", ""] if result.calibration else []),
         "Settings: " + ", ".join(f"`{k}={v!r}`" for k, v in sorted(model.get_params().items())),
         "",
+        *_variance_scale_lines(model),
         "| metric | " + " | ".join(result.summaries) + " |",
         "|---|" + "---|" * len(result.summaries),
     ]
