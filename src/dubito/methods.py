@@ -112,7 +112,8 @@ METHODS: dict[str, Method] = {
                fixed=dict(n_members=1, correction="none", tail_df=None, input_encoding="none")),
         Method("mc-dropout", "MC dropout (p=0.05, 1000 masks) with a homoscedastic noise from training residuals",
                MCDropoutRegressor, "Gal & Ghahramani 2016"),
-        Method("mdn", "mixture density network, 50 Gaussian components", MixtureDensityRegressor, "Bishop 1994"),
+        Method("mdn", "mixture density network, 50 Gaussian components, their variances scaled on held-out rows",
+               MixtureDensityRegressor, "Bishop 1994"),
         Method("deterministic", "plain MLP (MSE) with a homoscedastic Gaussian noise from training residuals",
                DeterministicRegressor, "Hoffmann & Klein 2023 (Deterministic DNN)"),
         Method("laplace", "plain MLP, then a last-layer Laplace: exact Bayesian linear regression on its last "
@@ -124,7 +125,8 @@ METHODS: dict[str, Method] = {
         Method("deepnoise-sgd", "frequentist DeepNoise (4x50 hard tanh, latent noise, MC-mixture NLL, Adam, "
                "300 epochs)", DeepNoiseSGDRegressor, "Zhang, Liu & Kang 2022 (the sampler's initialiser)",
                cli=dict(epochs=300, batch_size=100)),
-        Method("mfvi", "mean-field Gaussian VI over the weights (Bayes by backprop), 4x50 hard tanh, early stopping",
+        Method("mfvi", "mean-field Gaussian VI over the weights (Bayes by backprop), 4x50 hard tanh, early stopping, "
+               "noise variance scaled on held-out rows",
                MeanFieldVIRegressor, "Blundell et al. 2015"),
         Method("nuts", "NUTS over the weights of a one-layer net (20 hard tanh), 2 chains x (500 warm-up + 500 "
                "draws), tree depth <= 6, Pyro (CLI-sized); says when chains have not mixed", NUTSNetworkRegressor,
