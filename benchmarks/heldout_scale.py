@@ -17,16 +17,16 @@ timed test.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 import warnings
+from functools import partial
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common, also when imported by path
-from _common import one_thread_env, progress, validation_rows  # noqa: E402
-from ensemble_capacity import read_records, score  # noqa: E402
-from icnlm_variance_scale import table  # noqa: E402
+from _common import one_thread_env  # noqa: E402
+from ensemble_capacity import records_main, score  # noqa: E402
+from icnlm_variance_scale import run_paired_records, table  # noqa: E402
 
 one_thread_env()
 
@@ -50,45 +50,12 @@ def fit_and_score(method: str, X, y, X_score, y_score, seed: int) -> dict:
 
 
 def main(argv=None) -> None:
-    import argparse
+    def add_arguments(ap):
+        ap.add_argument("--method", required=True, help="a dubito.methods name whose estimator takes variance_scaling")
+        ap.set_defaults(datasets=SETS)
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--method", required=True, help="a dubito.methods name whose estimator takes variance_scaling")
-    ap.add_argument("--records", required=True, help="JSON-lines file the fits append to (and resume from)")
-    ap.add_argument("--datasets", nargs="*", default=SETS)
-    ap.add_argument("--splits", type=int, default=3, help="first standard splits per set")
-    ap.add_argument("--diabetes", type=int, default=0, help="diabetes test splits for the README's claim")
-    ap.add_argument("--table", action="store_true", help="only print the table of the records")
-    args = ap.parse_args(argv)
-    if not args.table:
-        from _common import header
-
-        from dubito.data import load
-
-        print(header())
-        done = {(r["ds"], r["split"]) for r in read_records(args.records)}
-
-        def append(name, split, rec):
-            with open(args.records, "a") as f:
-                f.write(json.dumps(dict(ds=name, split=split, **rec)) + "\n")
-
-        for name in args.datasets:
-            ds = load(name)
-            for split in range(args.splits):
-                if (name, split) not in done:
-                    progress(f"{args.method} {name} split {split}")
-                    X, y, _, _ = ds.split(split)
-                    fit_rows, val_rows = validation_rows(len(y), split)
-                    append(name, split, fit_and_score(args.method, X[fit_rows], y[fit_rows], X[val_rows], y[val_rows],
-                                                      split))
-        if args.diabetes:
-            ds = load("diabetes")
-            for split in range(args.diabetes):
-                if ("diabetes-test", split) not in done:
-                    progress(f"{args.method} diabetes split {split} (test rows)")
-                    X, y, Xt, yt = ds.split(split)
-                    append("diabetes-test", split, fit_and_score(args.method, X, y, Xt, yt, 0))
-    table(args.records)
+    records_main(argv, __doc__, lambda args: run_paired_records(args, partial(fit_and_score, args.method)), table,
+                 add_arguments)
 
 
 if __name__ == "__main__":

@@ -52,7 +52,13 @@ def fit_and_score(X, y, X_score, y_score, seed: int) -> dict:
     return dict(c=c, sec=secs, scaled=scaled, unscaled=unscaled)
 
 
-def run(args) -> None:
+def run_paired_records(args, fit_and_score) -> None:
+    """The records loop of the one-fit, two-scorings checks (this one, mfvi_variance_scale.py,
+    heldout_scale.py): for each set in ``args.datasets`` and each of the first ``args.splits``
+    standard splits (protein: ``args.protein_splits``) not yet in ``args.records``, fit on the split's
+    validation-fit rows and score on its validation rows (`_common.validation_rows`), appending
+    ``dict(ds, split, **fit_and_score(X, y, X_score, y_score, seed=split))``; then ``args.diabetes``
+    diabetes test splits ("diabetes-test", seed 0)."""
     from dubito.data import load
 
     done = {(r["ds"], r["split"]) for r in read_records(args.records)}
@@ -102,7 +108,8 @@ def table(path: str) -> None:
 
 
 def main(argv=None) -> None:
-    records_main(argv, __doc__, run, table, lambda ap: ap.set_defaults(datasets=SETS))
+    records_main(argv, __doc__, lambda args: run_paired_records(args, fit_and_score), table,
+                 lambda ap: ap.set_defaults(datasets=SETS))
 
 
 if __name__ == "__main__":

@@ -22,15 +22,15 @@ timed test: about 30 CPU min for the eight sets with 3 splits, under load.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common, also when imported by path
-from _common import one_thread_env, progress, validation_rows  # noqa: E402
+from _common import one_thread_env  # noqa: E402
 from ensemble_capacity import read_records, records_main, score  # noqa: E402
+from icnlm_variance_scale import run_paired_records  # noqa: E402
 
 one_thread_env()
 
@@ -63,33 +63,6 @@ def fit_and_score(X, y, X_score, y_score, seed: int) -> dict:
                 unscaled=score(plain, y_score), noise=noise, spread=score(scale_spread(plain, c_spread), y_score))
 
 
-def run(args) -> None:
-    from dubito.data import load
-
-    done = {(r["ds"], r["split"]) for r in read_records(args.records)}
-
-    def append(name, split, rec):
-        with open(args.records, "a") as f:
-            f.write(json.dumps(dict(ds=name, split=split, **rec)) + "\n")
-
-    for name in args.datasets:
-        ds = load(name)
-        for split in range(args.splits if name != "protein" else min(args.splits, args.protein_splits)):
-            if (name, split) in done:
-                continue
-            progress(f"{name} split {split}")
-            X, y, _, _ = ds.split(split)
-            fit_rows, val_rows = validation_rows(len(y), split)
-            append(name, split, fit_and_score(X[fit_rows], y[fit_rows], X[val_rows], y[val_rows], split))
-    if args.diabetes:
-        ds = load("diabetes")
-        for split in range(args.diabetes):
-            if ("diabetes-test", split) not in done:
-                progress(f"diabetes split {split} (test rows)")
-                X, y, Xt, yt = ds.split(split)
-                append("diabetes-test", split, fit_and_score(X, y, Xt, yt, 0))
-
-
 def table(path: str) -> None:
     import numpy as np
 
@@ -116,7 +89,8 @@ def table(path: str) -> None:
 
 
 def main(argv=None) -> None:
-    records_main(argv, __doc__, run, table, lambda ap: ap.set_defaults(datasets=SETS))
+    records_main(argv, __doc__, lambda args: run_paired_records(args, fit_and_score), table,
+                 lambda ap: ap.set_defaults(datasets=SETS))
 
 
 if __name__ == "__main__":
