@@ -19,34 +19,16 @@ from __future__ import annotations
 
 import os
 import sys
-import time
-import warnings
 from functools import partial
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common, also when imported by path
 from _common import one_thread_env  # noqa: E402
-from ensemble_capacity import records_main, score  # noqa: E402
-from icnlm_variance_scale import run_paired_records, table  # noqa: E402
+from ensemble_capacity import records_main  # noqa: E402
+from icnlm_variance_scale import fit_and_score_method, run_paired_records, table  # noqa: E402
 
 one_thread_env()
 
 SETS = ["boston", "concrete", "energy", "yacht", "wine", "kin8nm", "power", "naval"]
-
-
-def fit_and_score(method: str, X, y, X_score, y_score, seed: int) -> dict:
-    """One fit with the held-out scale; the scores of its predictive with c and with c = 1."""
-    from dubito.methods import get_method
-
-    t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        est = get_method(method).make(random_state=seed, progress=False, variance_scaling="heldout").fit(X, y)
-        secs = time.perf_counter() - t0
-        c = est.variance_scale_
-        scaled = score(est.predict_distribution(X_score), y_score)
-        est.variance_scale_ = 1.0
-        unscaled = score(est.predict_distribution(X_score), y_score)
-    return dict(c=c, sec=secs, scaled=scaled, unscaled=unscaled)
 
 
 def main(argv=None) -> None:
@@ -54,8 +36,10 @@ def main(argv=None) -> None:
         ap.add_argument("--method", required=True, help="a dubito.methods name whose estimator takes variance_scaling")
         ap.set_defaults(datasets=SETS)
 
-    records_main(argv, __doc__, lambda args: run_paired_records(args, partial(fit_and_score, args.method)), table,
-                 add_arguments)
+    def run(args):
+        run_paired_records(args, partial(fit_and_score_method, args.method))
+
+    records_main(argv, __doc__, run, table, add_arguments)
 
 
 if __name__ == "__main__":

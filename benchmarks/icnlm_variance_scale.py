@@ -26,6 +26,7 @@ import os
 import sys
 import time
 import warnings
+from functools import partial
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common, also when imported by path
 from _common import one_thread_env, progress, validation_rows  # noqa: E402
@@ -36,20 +37,25 @@ one_thread_env()
 SETS = ["boston", "concrete", "energy", "yacht", "kin8nm", "power", "naval", "protein"]
 
 
-def fit_and_score(X, y, X_score, y_score, seed: int) -> dict:
-    """One fit with the held-out scale; the scores of its predictive with c and with c = 1."""
-    from dubito.regression import ImplicitCopulaRegressor
+def fit_and_score_method(method: str, X, y, X_score, y_score, seed: int) -> dict:
+    """One fit of `dubito.methods` ``method`` (its defaults) with the held-out scale; the scores of
+    its predictive with c and with c = 1 (``variance_scale_`` set to 1 after the fit)."""
+    from dubito.methods import get_method
 
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        est = ImplicitCopulaRegressor(random_state=seed, progress=False, variance_scaling="heldout").fit(X, y)
+        est = get_method(method).make(random_state=seed, progress=False, variance_scaling="heldout").fit(X, y)
         secs = time.perf_counter() - t0
         c = est.variance_scale_
         scaled = score(est.predict_distribution(X_score), y_score)
         est.variance_scale_ = 1.0
         unscaled = score(est.predict_distribution(X_score), y_score)
     return dict(c=c, sec=secs, scaled=scaled, unscaled=unscaled)
+
+
+#: This check's fit: the IC-NLM (`ImplicitCopulaRegressor` with its defaults).
+fit_and_score = partial(fit_and_score_method, "icnlm")
 
 
 def run_paired_records(args, fit_and_score) -> None:
