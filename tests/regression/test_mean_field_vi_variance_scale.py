@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 from scipy import optimize, special, stats
 
-from dubito import io
 from dubito._estimator import seeds_from
 from dubito.early_stopping import holdout_split
 from dubito.regression import MeanFieldVIRegressor
 from dubito.variance_scale import PRIOR_SD
+
+from .variance_scale_io import check_an_older_file_loads_unscaled, check_round_trip_keeps_c
 
 FAST = dict(hidden=(16, 16), epochs=60, n_samples=100, batch_size=32, random_state=0, progress=False)
 
@@ -75,30 +76,11 @@ def test_without_enough_held_out_rows_c_is_one(Xy):
 
 
 def test_round_trip_keeps_c(Xy, scaled, tmp_path):
-    X, y = Xy
-    path = tmp_path / "mfvi.safetensors"
-    scaled.save(path)
-    back = MeanFieldVIRegressor.load(path)
-    assert back.variance_scale_ == scaled.variance_scale_ and back.variance_scaling == "heldout"
-    np.testing.assert_array_equal(back.predict_distribution(X[:10]).log_prob(y[:10]),
-                                  scaled.predict_distribution(X[:10]).log_prob(y[:10]))
+    check_round_trip_keeps_c(scaled, *Xy, tmp_path / "mfvi.safetensors")
 
 
 def test_a_file_written_before_the_scale_loads_unscaled(Xy, scaled, plain, tmp_path):
-    X, y = Xy
-    path = tmp_path / "old.safetensors"
-    scaled.save(path)
-    tensors, settings = io.load_tensors(path, "MeanFieldVIRegressor")
-    fitted = {k: v for k, v in settings["fitted"].items() if k != "variance_scale"}
-    params = {k: v for k, v in settings["params"].items() if k != "variance_scaling"}
-    io.save_tensors(path, tensors, "MeanFieldVIRegressor", {**settings, "params": params, "fitted": fitted})
-    old = MeanFieldVIRegressor.load(path)
-    assert old.variance_scale_ == 1.0 and old.variance_scaling == "none"
-    np.testing.assert_array_equal(old.predict_distribution(X[:10]).log_prob(y[:10]),
-                                  plain.predict_distribution(X[:10]).log_prob(y[:10]))
-    io.save_tensors(path, tensors, "MeanFieldVIRegressor", {**settings, "fitted": {**fitted, "variance_scale": 0.0}})
-    with pytest.raises(ValueError, match="variance_scale"):
-        MeanFieldVIRegressor.load(path)
+    check_an_older_file_loads_unscaled(scaled, plain, *Xy, tmp_path / "old.safetensors")
 
 
 def test_an_unknown_variance_scaling_is_refused(Xy):
