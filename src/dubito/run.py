@@ -174,10 +174,10 @@ def _variance_scale_lines(model) -> list[str]:
     if c is None:
         return []
     setting = getattr(model, "variance_scaling", None)
-    what = "c = 1 (no held-out rows, or too few for the setting)" if c == 1.0 else f"c = {c:.3g}"
-    return [f"Held-out variance scale (`variance_scaling={setting!r}`, `dubito.variance_scale`): {what}, fitted on "
-            f"the held-out rows; what c multiplies: `{type(model).__name__}`'s `variance_scaling`; "
-            "`variance_scaling='none'` keeps c = 1.", ""]
+    what = ("c = 1 (not fitted: no held-out rows, too few for the setting, or none asked)" if c == 1.0
+            else f"c = {c:.3g}, fitted on the held-out rows")
+    return [f"Held-out variance scale (`variance_scaling={setting!r}`, `dubito.variance_scale`): {what}; what c "
+            f"multiplies: `{type(model).__name__}`'s `variance_scaling`; `variance_scaling='none'` keeps c = 1.", ""]
 
 
 def write_report(result: RunResult, preds, X_test, y_test, out: Path, model) -> list[Path]:

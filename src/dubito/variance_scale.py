@@ -48,6 +48,7 @@ AUTO_VARIANCE_SCALINGS = ("auto",) + VARIANCE_SCALINGS
 #: hurt NLL on those with 28-93 (yacht 1.96 -> 2.64, boston, concrete), but for energy's 69.
 AUTO_MIN_HELDOUT_ROWS = 100
 
+
 def scales_on(variance_scaling: str, n_heldout: int) -> bool:
     """Whether an estimator with this ``variance_scaling`` fits c on its ``n_heldout`` held-out rows:
     "heldout" with any, "auto" with ``AUTO_MIN_HELDOUT_ROWS`` or more, "none" never."""
