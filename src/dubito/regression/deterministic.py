@@ -130,6 +130,14 @@ class _MLPRegressor(DubitoRegressor):
     def _restore_scalars(self, fitted: dict) -> None:
         pass
 
+    def _restore_variance_scale(self, fitted: dict) -> None:
+        """``variance_scale_`` from a file's fitted record, for the subclasses with a held-out scale
+        (`dubito.variance_scale`): a file written before the scale gives 1, and ``variance_scaling`` is
+        then "none", the setting it was fitted with."""
+        self.variance_scale_ = fitted_number(fitted, "variance_scale", default=1.0, positive=True)
+        if "variance_scale" not in fitted:
+            self.variance_scaling = "none"
+
     def _after_training(self, Xs: np.ndarray, y: np.ndarray) -> None:
         """Estimate what follows the network (e.g. a noise variance) on the rows (Xs
         standardised, y in user units): the held-out rows when there are any, else the

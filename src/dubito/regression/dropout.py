@@ -48,7 +48,7 @@ import numbers
 import numpy as np
 import torch
 
-from dubito._estimator import fitted_number, seeds_from
+from dubito._estimator import seeds_from
 from dubito._validation import check_choice, check_fitted, check_float, check_int
 from dubito.early_stopping import DEFAULT_VALIDATION_FRACTION
 from dubito.predictive.samples import Samples
@@ -227,10 +227,7 @@ class MCDropoutRegressor(_MLPRegressor):
     def _restore_scalars(self, fitted):
         v = fitted["noise_var"]
         self.noise_var_ = None if v is None else float(v)
-        # files before variance scaling: 1, and the setting they were fitted with was none (not the default "auto")
-        self.variance_scale_ = fitted_number(fitted, "variance_scale", default=1.0, positive=True)
-        if "variance_scale" not in fitted:
-            self.variance_scaling = "none"
+        self._restore_variance_scale(fitted)
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y):

@@ -30,7 +30,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from dubito._estimator import fitted_number
 from dubito._validation import check_choice, check_float, check_int
 from dubito.early_stopping import DEFAULT_PATIENCE, DEFAULT_VALIDATION_FRACTION
 from dubito.nn.mdn import MixtureDensityNet, mixture_nll
@@ -182,10 +181,7 @@ class MixtureDensityRegressor(_MLPRegressor):
         return {"variance_scale": self.variance_scale_}
 
     def _restore_scalars(self, fitted):
-        # files before the scale: 1, and the setting they were fitted with was none
-        self.variance_scale_ = fitted_number(fitted, "variance_scale", default=1.0, positive=True)
-        if "variance_scale" not in fitted:
-            self.variance_scaling = "none"
+        self._restore_variance_scale(fitted)
 
     def _build_net(self, s, n_features, generator=None, dtype=torch.float32):
         body = self._make_net(s, n_features, 3 * s["n_components"], 0.0, generator, dtype)
