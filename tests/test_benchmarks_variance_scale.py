@@ -1,5 +1,5 @@
 """The held-out variance-scale checks' pages show their committed records: the ``--table`` output of
-benchmarks/heldout_scale.py, mfvi_variance_scale.py and icnlm_variance_scale.py on each page's
+benchmarks/heldout_scale.py, mfvi_variance_scale.py, icnlm_variance_scale.py and mc_dropout_rate.py on each page's
 records is, line for line, in the page (so a page cannot drift from its records, and the scripts'
 table code keeps running). No fit is run."""
 import subprocess
@@ -13,6 +13,7 @@ CASES = [
     (["heldout_scale.py", "--method", "mdn"], "docs/results/mdn-variance-scale"),
     (["mfvi_variance_scale.py"], "docs/results/mfvi-variance-scale"),
     (["icnlm_variance_scale.py"], "docs/results/icnlm/variance-scale"),
+    (["mc_dropout_rate.py"], "docs/results/mc-dropout-rate"),
 ]
 
 

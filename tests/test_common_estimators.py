@@ -37,8 +37,8 @@ REGRESSORS = [
     DeterministicRegressor(hidden=(16,), lr=1e-2, epochs=20, batch_size=8, progress=False, random_state=0),
     NaiveRegressor(),
     LastLayerLaplaceRegressor(hidden=(16,), lr=1e-2, epochs=20, batch_size=8, progress=False, random_state=0),
-    MCDropoutRegressor(dropout=0.05, n_samples=10, hidden=(16,), lr=1e-2, epochs=20, batch_size=8, progress=False,
-                       random_state=0),
+    # the default dropout="auto" (two fits, one kept): its clone-and-adopt fit must pass the checks too
+    MCDropoutRegressor(n_samples=10, hidden=(16,), lr=1e-2, epochs=20, batch_size=8, progress=False, random_state=0),
     MixtureDensityRegressor(n_components=3, hidden=(16,), lr=1e-2, epochs=20, batch_size=8, progress=False,
                             random_state=0),
     DeepNoiseSGDRegressor(hidden=(16,), epochs=60, batch_size=16, lr=1e-2, n_noise_samples=8, progress=False,

@@ -110,7 +110,8 @@ METHODS: dict[str, Method] = {
         Method("mean-variance", "one network with mean and variance heads trained by the Gaussian NLL "
                "(the B-DeepNoise paper's BP)", DeepEnsembleRegressor, "Nix & Weigend 1994",
                fixed=dict(n_members=1, correction="none", tail_df=None, input_encoding="none")),
-        Method("mc-dropout", "MC dropout (p=0.05, 1000 masks) with a homoscedastic noise from training residuals",
+        Method("mc-dropout", "MC dropout (p = 0.05, or 0.01 where the held-out rows prefer it; 1000 masks) "
+               "with a homoscedastic noise from held-out residuals",
                MCDropoutRegressor, "Gal & Ghahramani 2016"),
         Method("mdn", "mixture density network, 50 Gaussian components, their variances scaled on held-out rows",
                MixtureDensityRegressor, "Bishop 1994"),

@@ -67,6 +67,7 @@ METHODS = {
     "mc-dropout-paper": ("mc-dropout", False),
     "mc-dropout-epochs": ("mc-dropout", False),
     "mc-dropout-unscaled": ("mc-dropout", False),
+    "mc-dropout-fixed-rate": ("mc-dropout", False),
     "mdn": ("mdn", False),
     "mdn-unscaled": ("mdn", False),
     "deterministic": ("deterministic", False),
@@ -102,22 +103,25 @@ METHODS = {
 #: ensemble before it chose between its raw inputs and their piecewise-linear encoding (session 25);
 #: ``icnlm-unscaled`` the IC-NLM before its held-out variance scale in z (session 27; ``icnlm-paper``
 #: is unscaled too, as the paper); ``mfvi-unscaled`` and ``mdn-unscaled`` mean-field VI and the MDN
-#: before their held-out variance scales (session 28).
+#: before their held-out variance scales (session 28); ``mc-dropout-fixed-rate`` MC dropout before its
+#: rate became "auto" (0.05 or 0.01, chosen on its held-out rows; session 29).
 #: Their cells were run before those changes, under the entry's name, and renamed; each row keeps the
 #: settings of the rows renamed before it (a constant rate, no scale, Gaussian, the paper's net, raw inputs).
 EPOCH_BUDGET = {"patience": DEFAULT_PATIENCE, "epochs": DEFAULT_EPOCHS}
 PAPER_BUDGET = {"lr": 2.5e-4, "epochs": 60, "patience": 20}
 CONSTANT_LR, UNSCALED, GAUSSIAN = {"lr_drop": "none"}, {"variance_scaling": "none"}, {"tail_df": None}
 RAW_INPUTS = {"input_encoding": "none"}
+FIXED_RATE = {"dropout": 0.05}
 PAPER_NET = {"hidden": (128, 64, 32), "prior_precision": 1.0, **RAW_INPUTS}
 OVERRIDES = {"icnlm-paper": {"intercept": False, **UNSCALED}, "icnlm-unscaled": UNSCALED, "mfvi-unscaled": UNSCALED,
              "mdn-unscaled": UNSCALED,
              "deterministic-paper": PAPER_BUDGET,
-             "mc-dropout-paper": {**PAPER_BUDGET, **UNSCALED},
+             "mc-dropout-paper": {**PAPER_BUDGET, **UNSCALED, **FIXED_RATE},
              "ensemble-epochs": {**EPOCH_BUDGET, **CONSTANT_LR, **GAUSSIAN, **PAPER_NET},
-             "mc-dropout-epochs": {**EPOCH_BUDGET, **UNSCALED},
+             "mc-dropout-epochs": {**EPOCH_BUDGET, **UNSCALED, **FIXED_RATE},
              "ensemble-constant-lr": {**CONSTANT_LR, **GAUSSIAN, **PAPER_NET},
-             "mc-dropout-unscaled": UNSCALED, "ensemble-gaussian": {**GAUSSIAN, **PAPER_NET},
+             "mc-dropout-unscaled": {**UNSCALED, **FIXED_RATE}, "mc-dropout-fixed-rate": FIXED_RATE,
+             "ensemble-gaussian": {**GAUSSIAN, **PAPER_NET},
              "ensemble-hmc-gaussian": GAUSSIAN, "ensemble-paper-net": PAPER_NET,
              "ensemble-raw-inputs": RAW_INPUTS,
              # the ensemble's defaults at 4a477e6, where these cells ran (ensemble-epochs' settings)
@@ -282,11 +286,14 @@ COMPARED_ON = {"ensemble-epochs": SMALL_SETS, "mc-dropout-epochs": SMALL_SETS,
                "icnlm-unscaled": ("boston", "concrete", "energy", "yacht", "kin8nm"),
                # mean-field VI's noise scale: its cells before the change (protein had none)
                "mfvi-unscaled": ("boston", "concrete", "energy", "yacht", "wine", "kin8nm", "naval", "power"),
+               # MC dropout's fixed rate: its cells before "auto", on every set
+               "mc-dropout-fixed-rate": DATASETS,
                "ensemble-tuned-former-space": SMALL_SETS}
 
 FAST = ("ensemble", "ensemble-raw-inputs", "ensemble-paper-net", "ensemble-gaussian", "ensemble-constant-lr",
         "ensemble-epochs",
-        "ensemble-hmc", "ensemble-hmc-gaussian", "mc-dropout", "mc-dropout-unscaled", "mc-dropout-epochs",
+        "ensemble-hmc", "ensemble-hmc-gaussian", "mc-dropout", "mc-dropout-unscaled", "mc-dropout-fixed-rate",
+        "mc-dropout-epochs",
         "mc-dropout-paper", "mdn", "mdn-unscaled", "deterministic", "deterministic-paper", "icnlm", "icnlm-unscaled",
         "icnlm-paper",
         "mfvi", "mfvi-unscaled", "hyvi")

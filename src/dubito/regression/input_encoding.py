@@ -7,7 +7,7 @@ its docstring and docs/results/ensemble-encoding.md.
 
 from __future__ import annotations
 
-import numpy as np
+from dubito.regression.held_out_choice import one_se_choice
 
 __all__ = ["DEFAULT_INPUT_ENCODING", "ENCODING_SE", "INPUT_ENCODINGS", "choose_encoding"]
 
@@ -24,11 +24,9 @@ ENCODING_SE = 1.0
 def choose_encoding(losses: dict, n_se: float = None) -> str:
     """The input encoding "auto" keeps, from each encoding's held-out NLL per row (None: no held-out
     rows): "piecewise_linear" only where its mean is lower than the raw inputs' by more than ``n_se``
-    (default ``ENCODING_SE``) standard errors of the paired per-row difference (the one-standard-error
-    rule of Breiman et al. 1984: the simpler model unless the other is clearly better); else "none"."""
-    n_se = ENCODING_SE if n_se is None else float(n_se)
+    (default ``ENCODING_SE``) standard errors of the paired per-row difference
+    (`dubito.regression.held_out_choice.one_se_choice`: the simpler model unless the other is clearly
+    better); else "none"."""
     if set(losses) != {"none", "piecewise_linear"}:
         return next(iter(losses))
-    d = np.asarray(losses["piecewise_linear"]) - np.asarray(losses["none"])
-    se = d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else np.inf
-    return "piecewise_linear" if d.mean() + n_se * se < 0 else "none"
+    return one_se_choice(losses, "none", ENCODING_SE if n_se is None else float(n_se))
