@@ -91,23 +91,37 @@ def run_paired_records(args, fit_and_score) -> None:
                 append("diabetes-test", split, fit_and_score(X, y, Xt, yt, 0))
 
 
-def table(path: str) -> None:
-    import numpy as np
-
+def records_by_set(path: str) -> dict:
+    """The records of ``path`` grouped by data set ("ds"), in file order."""
     by = {}
     for r in read_records(path):
         by.setdefault(r["ds"], []).append(r)
+    return by
+
+
+def nll_difference(recs: list, new: str, old: str) -> str:
+    """"mean ± s.e." of the paired NLL difference ``new`` - ``old`` over ``recs`` (their scores' keys)."""
+    import numpy as np
+
+    d = np.array([r[new]["nll"] - r[old]["nll"] for r in recs])
+    se = d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else float("nan")
+    return f"{d.mean():+.3f} ± {se:.3f}"
+
+
+def table(path: str) -> None:
+    import numpy as np
+
+    by = records_by_set(path)
     print("| data set | splits | c (range) | NLL c = 1 -> c | difference ± s.e. | coverage@95 c = 1 -> c "
           "| lowest split's coverage | RMSE | fit s |")
     print("|---|---:|---|---|---:|---|---|---:|---:|")
     for ds, recs in by.items():
-        d = np.array([r["scaled"]["nll"] - r["unscaled"]["nll"] for r in recs])
-        se = d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else float("nan")
         m = lambda kind, key: np.mean([r[kind][key] for r in recs])  # noqa: E731
         low = lambda kind: min(r[kind]["cov"] for r in recs)  # noqa: E731
         cs = [r["c"] for r in recs]
         print(f"| {ds} | {len(recs)} | {np.mean(cs):.2f} ({min(cs):.2f}-{max(cs):.2f}) "
-              f"| {m('unscaled', 'nll'):.3f} -> {m('scaled', 'nll'):.3f} | {d.mean():+.3f} ± {se:.3f} "
+              f"| {m('unscaled', 'nll'):.3f} -> {m('scaled', 'nll'):.3f} "
+              f"| {nll_difference(recs, 'scaled', 'unscaled')} "
               f"| {m('unscaled', 'cov'):.3f} -> {m('scaled', 'cov'):.3f} "
               f"| {low('unscaled'):.3f} -> {low('scaled'):.3f} "
               f"| {m('scaled', 'rmse'):.3f} | {np.mean([r['sec'] for r in recs]):.0f} |")

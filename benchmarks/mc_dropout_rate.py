@@ -21,8 +21,8 @@ import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common, also when imported by path
 from _common import one_thread_env  # noqa: E402
-from ensemble_capacity import read_records, records_main, score  # noqa: E402
-from icnlm_variance_scale import run_paired_records  # noqa: E402
+from ensemble_capacity import records_main, score  # noqa: E402
+from icnlm_variance_scale import nll_difference, records_by_set, run_paired_records  # noqa: E402
 
 one_thread_env()
 
@@ -49,19 +49,15 @@ def fit_and_score(X, y, X_score, y_score, seed: int) -> dict:
 def table(path: str) -> None:
     import numpy as np
 
-    by = {}
-    for r in read_records(path):
-        by.setdefault(r["ds"], []).append(r)
+    by = records_by_set(path)
     print("| data set | splits | rate kept (0.01 of splits) | NLL 0.05 -> auto | difference ± s.e. "
           "| coverage@95 0.05 -> auto | RMSE 0.05 -> auto | fit s (auto) |")
     print("|---|---:|---|---|---:|---|---|---:|")
     for ds, recs in by.items():
-        d = np.array([r["auto"]["nll"] - r["fixed"]["nll"] for r in recs])
-        se = d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else float("nan")
         m = lambda kind, key: np.mean([r[kind][key] for r in recs])  # noqa: E731
         low = sum(r["rate"] == 0.01 for r in recs)
         print(f"| {ds} | {len(recs)} | {low} of {len(recs)} | {m('fixed', 'nll'):.3f} -> {m('auto', 'nll'):.3f} "
-              f"| {d.mean():+.3f} ± {se:.3f} | {m('fixed', 'cov'):.3f} -> {m('auto', 'cov'):.3f} "
+              f"| {nll_difference(recs, 'auto', 'fixed')} | {m('fixed', 'cov'):.3f} -> {m('auto', 'cov'):.3f} "
               f"| {m('fixed', 'rmse'):.3f} -> {m('auto', 'rmse'):.3f} | {np.mean([r['sec'] for r in recs]):.0f} |")
 
 

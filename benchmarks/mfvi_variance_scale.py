@@ -29,8 +29,8 @@ import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for _common, also when imported by path
 from _common import one_thread_env  # noqa: E402
-from ensemble_capacity import read_records, records_main, score  # noqa: E402
-from icnlm_variance_scale import run_paired_records  # noqa: E402
+from ensemble_capacity import records_main, score  # noqa: E402
+from icnlm_variance_scale import nll_difference, records_by_set, run_paired_records  # noqa: E402
 
 one_thread_env()
 
@@ -66,24 +66,18 @@ def fit_and_score(X, y, X_score, y_score, seed: int) -> dict:
 def table(path: str) -> None:
     import numpy as np
 
-    by = {}
-    for r in read_records(path):
-        by.setdefault(r["ds"], []).append(r)
+    by = records_by_set(path)
     print("| data set | splits | held-out rows | c noise (range) | c spread | NLL c = 1 | noise - 1 ± s.e. "
           "| spread - 1 ± s.e. | coverage@95 c = 1 / noise / spread | lowest split's coverage | fit s |")
     print("|---|---:|---:|---|---:|---:|---:|---:|---|---|---:|")
     for ds, recs in by.items():
-        def diff(kind):
-            d = np.array([r[kind]["nll"] - r["unscaled"]["nll"] for r in recs])
-            se = d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else float("nan")
-            return f"{d.mean():+.3f} ± {se:.3f}"
-
         m = lambda kind, key: np.mean([r[kind][key] for r in recs])  # noqa: E731
         covs = lambda f: " / ".join("%.3f" % f(k) for k in KINDS)  # noqa: E731
         cs = [r["c_noise"] for r in recs]
         print(f"| {ds} | {len(recs)} | {np.mean([r['held_out'] for r in recs]):.0f} "
               f"| {np.mean(cs):.2f} ({min(cs):.2f}-{max(cs):.2f}) | {np.mean([r['c_spread'] for r in recs]):.2f} "
-              f"| {m('unscaled', 'nll'):.3f} | {diff('noise')} | {diff('spread')} "
+              f"| {m('unscaled', 'nll'):.3f} | {nll_difference(recs, 'noise', 'unscaled')} "
+              f"| {nll_difference(recs, 'spread', 'unscaled')} "
               f"| {covs(lambda k: m(k, 'cov'))} | {covs(lambda k: min(r[k]['cov'] for r in recs))} "
               f"| {np.mean([r['sec'] for r in recs]):.0f} |")
 
