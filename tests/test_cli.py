@@ -25,6 +25,10 @@ def test_run_writes_table_and_report(tmp_path):
     c = re.search(r"Held-out variance scale \(`variance_scaling='heldout'`, `dubito.variance_scale`\): c = ([0-9.]+), "
                   r"fitted on the held-out rows; what c multiplies: `DeepEnsembleRegressor`'s", report)
     assert c and float(c.group(1)) != 1.0
+    kept = re.search(r"Chosen on the held-out rows \(`input_encoding='auto'`, the one-standard-error rule\): "
+                     r"'(none|piecewise_linear)' \(held-out NLL per row 'none': [-0-9.e]+, 'piecewise_linear': ",
+                     report)
+    assert kept
     assert re.search(r"Fit took \d+\.\d s, prediction and scoring \d+\.\d s\.", report)
     for png in ("calibration.png", "pit.png", "predictions.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -42,6 +46,17 @@ def test_run_bad_arguments_exit_2_with_message(tmp_path, args, message):
     result = runner.invoke(app, ["run", "--out", str(tmp_path / "r"), "--quiet", "--epochs", "1", *args])
     assert result.exit_code == 2
     assert message in result.output.lower()
+
+
+def test_run_reports_the_dropout_rate_mc_dropout_kept(tmp_path):
+    out = tmp_path / "report"
+    result = runner.invoke(
+        app, ["run", "--data", "diabetes", "--method", "mc-dropout", "--out", str(out), "--epochs", "3", "--quiet"])
+    assert result.exit_code == 0, result.output
+    report = (out / "report.md").read_text()
+    kept = re.search(r"Chosen on the held-out rows \(`dropout='auto'`, the one-standard-error rule\): (0\.05|0\.01) "
+                     r"\(held-out NLL per row 0\.05: ([0-9.]+), 0\.01: ([0-9.]+)\)", report)
+    assert kept and "`dropout='auto'`" in report
 
 
 def test_listings():

@@ -180,6 +180,26 @@ def _variance_scale_lines(model) -> list[str]:
             f"multiplies: `{type(model).__name__}`'s `variance_scaling`; `variance_scaling='none'` keeps c = 1.", ""]
 
 
+#: (setting, the fitted choice, its held-out scores): settings whose "auto" picks one of two candidates
+#: on the held-out rows (`dubito.regression.held_out_choice.one_se_choice`).
+_HELD_OUT_CHOICES = (("input_encoding", "input_encoding_", "encoding_scores_"),
+                     ("dropout", "dropout_", "dropout_scores_"))
+
+
+def _held_out_choice_lines(model) -> list[str]:
+    """report.md's line on what an "auto" setting kept on the held-out rows (the ensemble's input
+    encoding, MC dropout's rate) and each candidate's held-out NLL per row."""
+    lines = []
+    for setting, attr, scores_attr in _HELD_OUT_CHOICES:
+        scores = getattr(model, scores_attr, None)
+        if getattr(model, setting, None) != "auto" or not scores or None in scores.values():
+            continue
+        shown = ", ".join(f"{k!r}: {v:.4g}" for k, v in scores.items())
+        lines += [f"Chosen on the held-out rows (`{setting}='auto'`, the one-standard-error rule): "
+                  f"{getattr(model, attr)!r} (held-out NLL per row {shown}).", ""]
+    return lines
+
+
 def write_report(result: RunResult, preds, X_test, y_test, out: Path, model) -> list[Path]:
     """Markdown report and its PNG plots under ``out``; every file written atomically."""
     out.mkdir(parents=True, exist_ok=True)
@@ -211,6 +231,7 @@ def write_report(result: RunResult, preds, X_test, y_test, out: Path, model) -> 
         *([f"Calibration: {result.calibration}.", ""] if result.calibration else []),
         "Settings: " + ", ".join(f"`{k}={v!r}`" for k, v in sorted(model.get_params().items())),
         "",
+        *_held_out_choice_lines(model),
         *_variance_scale_lines(model),
         "| metric | " + " | ".join(result.summaries) + " |",
         "|---|" + "---|" * len(result.summaries),
