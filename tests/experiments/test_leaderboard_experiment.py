@@ -61,6 +61,13 @@ def test_a_default_and_a_tuned_cell(uci_dir, monkeypatch):
     former = lb.run_cell(Cell("leaderboard", "t", "yacht", "ensemble-tuned-former-space", 0, 0,
                               {**fast, "n_trials": 2}))
     assert set(former.info["best_params"]) == {"lr", "weight_decay", "hidden"}  # the row's own space
+    # MC dropout records the rate "auto" kept and both rates' held-out NLL; its former row pins 0.05
+    mcd = lb.run_cell(Cell("leaderboard", "t", "yacht", "mc-dropout", 0, 0, {"overrides": {"epochs": 20}}))
+    assert mcd.info["dropout"] in (0.05, 0.01) and set(mcd.info["dropout_scores"]) == {"0.05", "0.01"}
+    fixed = lb.run_cell(Cell("leaderboard", "t", "yacht", "mc-dropout-fixed-rate", 0, 0, {"overrides": {"epochs": 20}}))
+    assert fixed.info["dropout"] == 0.05 and "dropout_scores" not in fixed.info
+    same = mcd.variants["mc-dropout"]["nll"] == fixed.variants["mc-dropout-fixed-rate"]["nll"]
+    assert same == (mcd.info["dropout"] == 0.05)  # "auto" keeping 0.05 is the fixed rate's fit, bit for bit
 
 
 @pytest.mark.filterwarnings("ignore::dubito.inference.diagnostics.ConvergenceWarning")  # short VI runs

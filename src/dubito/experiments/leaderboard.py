@@ -177,12 +177,14 @@ def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     t2 = time.perf_counter()
     metrics["fit_seconds"] = t1 - t0
     metrics["predict_seconds"] = t2 - t1
-    for key in ("best_epoch_", "stopped_by_", "n_stages_", "input_encoding_"):
+    for key in ("best_epoch_", "stopped_by_", "n_stages_", "input_encoding_", "dropout_"):
         value = getattr(model, key, None)
         if value is not None:
             info[key.rstrip("_")] = np.asarray(value).tolist()
-    if getattr(model, "encoding_scores_", None):  # the ensemble's held-out NLL of each input encoding
-        info["encoding_scores"] = dict(model.encoding_scores_)
+    # the held-out NLL of each candidate of an "auto" setting: the ensemble's input encodings, MC dropout's rates
+    for key in ("encoding_scores_", "dropout_scores_"):
+        if getattr(model, key, None):
+            info[key.rstrip("_")] = {str(k): v for k, v in getattr(model, key).items()}
     diag = getattr(model, "diagnostics_", None)
     if isinstance(diag, dict):
         info["converged"] = bool(diag.get("converged"))
