@@ -162,6 +162,8 @@ class MCDropoutRegressor(_MLPRegressor):
     -----------------
     net_ : MLP or PilotNet (float64); noise_var_ : float or None (user units; None for ``noise="none"``);
     predict_seed_ : int (seed of the prediction masks); variance_scale_ : float (c; 1 unscaled);
+    dropout_ : float, the rate the network was trained with ("auto": the rate kept); dropout_scores_ :
+    {rate: held-out NLL per row} of "auto"'s candidates (None for a set rate or without held-out rows);
     loss_curve_ : (epochs,) epoch-mean training MSE (standardised units, with dropout on); x_mean_, x_scale_, y_mean_, y_scale_;
     n_train_; n_features_in_ (and feature_names_in_).
     """
