@@ -34,6 +34,7 @@ from dubito.inference.convergence import convergence_line, convergence_section
 from dubito.io import atomic_write_text, check_output_folder
 from dubito.methods import get_method
 from dubito.recalibrate import CAL_FRACTION, Recalibrator, calibration_split
+from dubito.regression.held_out_choice import AUTO_CHOICES
 
 #: `Recalibrator` methods `run` offers (``--calibrate``)
 RECALIBRATIONS = ("conformal", "isotonic")
@@ -180,17 +181,11 @@ def _variance_scale_lines(model) -> list[str]:
             f"multiplies: `{type(model).__name__}`'s `variance_scaling`; `variance_scaling='none'` keeps c = 1.", ""]
 
 
-#: (setting, the fitted choice, its held-out scores): settings whose "auto" picks one of two candidates
-#: on the held-out rows (`dubito.regression.held_out_choice.one_se_choice`).
-_HELD_OUT_CHOICES = (("input_encoding", "input_encoding_", "encoding_scores_"),
-                     ("dropout", "dropout_", "dropout_scores_"))
-
-
 def _held_out_choice_lines(model) -> list[str]:
     """report.md's line on what an "auto" setting kept on the held-out rows (the ensemble's input
     encoding, MC dropout's rate) and each candidate's held-out NLL per row."""
     lines = []
-    for setting, attr, scores_attr in _HELD_OUT_CHOICES:
+    for setting, attr, scores_attr in AUTO_CHOICES:
         scores = getattr(model, scores_attr, None)
         if getattr(model, setting, None) != "auto" or not scores or None in scores.values():
             continue

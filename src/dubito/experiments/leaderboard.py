@@ -35,6 +35,7 @@ from dubito.experiments.peers import NGBoostPeer
 from dubito.experiments.uci import DATASETS, _n_splits, _unavailable
 from dubito.methods import get_method
 from dubito.metrics import regression_summary
+from dubito.regression.held_out_choice import AUTO_CHOICES
 from dubito.search_space import Choice, Float
 from dubito.tune import tune
 
@@ -177,12 +178,12 @@ def run_cell(cell, device: str = "cpu", progress: bool = False) -> CellResult:
     t2 = time.perf_counter()
     metrics["fit_seconds"] = t1 - t0
     metrics["predict_seconds"] = t2 - t1
-    for key in ("best_epoch_", "stopped_by_", "n_stages_", "input_encoding_", "dropout_"):
+    # with what an "auto" setting kept (the ensemble's input encoding, MC dropout's rate)
+    for key in ("best_epoch_", "stopped_by_", "n_stages_", *(kept for _, kept, _ in AUTO_CHOICES)):
         value = getattr(model, key, None)
         if value is not None:
             info[key.rstrip("_")] = np.asarray(value).tolist()
-    # the held-out NLL of each candidate of an "auto" setting: the ensemble's input encodings, MC dropout's rates
-    for key in ("encoding_scores_", "dropout_scores_"):
+    for _, _, key in AUTO_CHOICES:  # each candidate's held-out NLL per row
         if getattr(model, key, None):
             info[key.rstrip("_")] = {str(k): v for k, v in getattr(model, key).items()}
     diag = getattr(model, "diagnostics_", None)

@@ -15,7 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["one_se_choice"]
+__all__ = ["AUTO_CHOICES", "one_se_choice"]
+
+#: The estimators' settings whose "auto" keeps one of two candidates by this rule: (setting, the fitted
+#: attribute of the kept candidate, the fitted attribute of each candidate's held-out NLL per row).
+AUTO_CHOICES = (("input_encoding", "input_encoding_", "encoding_scores_"), ("dropout", "dropout_", "dropout_scores_"))
 
 
 def one_se_choice(losses: dict, default, n_se: float = 1.0):
