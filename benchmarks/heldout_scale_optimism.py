@@ -24,6 +24,11 @@ fits on all the fit rows (the estimator holds out 10 % of them to stop and to sc
 first sets aside 5 % of the fit rows (seeded by the split), fits on the rest with the validation fraction that holds out
 another 5 % (so both train on the same 90 %), stops on those, and fits c on the rows set aside. Both
 are scored on all the validation rows; the table gives the paired NLL change and the coverage.
+
+``--auto``: ``variance_scaling="heldout"`` against "auto" (c fitted only from
+`dubito.variance_scale.AUTO_MIN_HELDOUT_ROWS` held-out rows up, c = 1 below; where "auto" is 1, the
+input encoding is also chosen on the unscaled held-out NLL), two fits per split with the same seed,
+both scored on all the validation rows, in the same table.
 """
 
 from __future__ import annotations
@@ -79,6 +84,25 @@ def fit_and_score(method: str, X, y, X_score, y_score, seed: int) -> dict:
     return dict(method=method, c_heldout=c_held, best_epoch=best_epoch, sec=secs, halves=out)
 
 
+#: the two variants each comparing mode fits, and the fit function that makes them
+PAIRS = {"separate": ("joint", "separate"), "auto": ("heldout", "auto")}
+
+
+def fit_and_score_auto(method: str, X, y, X_score, y_score, seed: int) -> dict:
+    """``method`` fitted with ``variance_scaling="heldout"`` and with "auto", scored on the same rows."""
+    from dubito.methods import get_method
+
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for variant in PAIRS["auto"]:
+            t0 = time.perf_counter()
+            est = get_method(method).make(random_state=seed, progress=False, variance_scaling=variant).fit(X, y)
+            out[variant] = dict(score(est.predict_distribution(X_score), y_score), c=float(est.variance_scale_),
+                                sec=time.perf_counter() - t0)
+    return out
+
+
 def fit_and_score_separate(method: str, X, y, X_score, y_score, seed: int) -> dict:
     """The joint (default) fit and the separate-rows fit (module docstring) of ``method``, scored on
     the same rows."""
@@ -108,19 +132,19 @@ def fit_and_score_separate(method: str, X, y, X_score, y_score, seed: int) -> di
     return out
 
 
-def separate_table(path: str) -> None:
+def pair_table(path: str, a: str, b: str) -> None:
+    """The paired table of two variants ``a`` (the base) and ``b`` of the records in ``path``."""
     import numpy as np
 
-    print("| data set | splits | c joint / separate (means) | NLL joint | NLL separate - joint "
-          "| coverage@95 joint / separate | lowest split's coverage | RMSE joint / separate |")
+    print(f"| data set | splits | c {a} / {b} (means) | NLL {a} | NLL {b} - {a} "
+          f"| coverage@95 {a} / {b} | lowest split's coverage | RMSE {a} / {b} |")
     print("|---|---:|---|---:|---:|---|---|---|")
     for ds, recs in records_by_set(path).items():
         m = lambda v, k: np.mean([r[v][k] for r in recs])  # noqa: E731
         low = lambda v: min(r[v]["cov"] for r in recs)  # noqa: E731
-        print(f"| {ds} | {len(recs)} | {m('joint', 'c'):.2f} / {m('separate', 'c'):.2f} | {m('joint', 'nll'):.3f} "
-              f"| {nll_difference(recs, 'separate', 'joint')} | {m('joint', 'cov'):.3f} / {m('separate', 'cov'):.3f} "
-              f"| {low('joint'):.3f} / {low('separate'):.3f} "
-              f"| {m('joint', 'rmse'):.3f} / {m('separate', 'rmse'):.3f} |")
+        print(f"| {ds} | {len(recs)} | {m(a, 'c'):.2f} / {m(b, 'c'):.2f} | {m(a, 'nll'):.3f} "
+              f"| {nll_difference(recs, b, a)} | {m(a, 'cov'):.3f} / {m(b, 'cov'):.3f} "
+              f"| {low(a):.3f} / {low(b):.3f} | {m(a, 'rmse'):.3f} / {m(b, 'rmse'):.3f} |")
 
 
 def table(path: str) -> None:
@@ -150,14 +174,18 @@ def table(path: str) -> None:
 def main(argv=None) -> None:
     def add_arguments(ap):
         ap.add_argument("--method", required=True, choices=METHODS)
-        ap.add_argument("--separate", action="store_true",
-                        help="scale on rows that did not stop training, against the default")
+        mode = ap.add_mutually_exclusive_group()
+        mode.add_argument("--separate", action="store_true",
+                          help="scale on rows that did not stop training, against the default")
+        mode.add_argument("--auto", action="store_true", help='variance_scaling "auto" against "heldout"')
         ap.set_defaults(datasets=SETS, splits=5)
 
-    separate = "--separate" in (sys.argv[1:] if argv is None else argv)
-    fit = fit_and_score_separate if separate else fit_and_score
+    words = sys.argv[1:] if argv is None else argv
+    pair = next((p for p in PAIRS if f"--{p}" in words), None)
+    fit = {None: fit_and_score, "separate": fit_and_score_separate, "auto": fit_and_score_auto}[pair]
+    show = table if pair is None else (lambda path: pair_table(path, *PAIRS[pair]))
     records_main(argv, __doc__, lambda args: run_paired_records(
-        args, lambda *a, **k: fit(args.method, *a, **k)), separate_table if separate else table, add_arguments)
+        args, lambda *a, **k: fit(args.method, *a, **k)), show, add_arguments)
 
 
 if __name__ == "__main__":

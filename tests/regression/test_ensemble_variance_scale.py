@@ -85,3 +85,23 @@ def test_tail_df_is_saved_and_files_without_it_load_gaussian(data, fitted, tmp_p
     io.save_tensors(tmp_path / "old.safetensors", tensors, "DeepEnsembleRegressor", settings)
     old = DeepEnsembleRegressor.load(tmp_path / "old.safetensors")
     assert old.tail_df is None and type(old.predict_distribution(X[:20])) is GaussianMixture
+
+
+def test_auto_scales_from_enough_heldout_rows_only(data, fitted, tmp_path, monkeypatch):
+    """``variance_scaling="auto"`` is "heldout" from `AUTO_MIN_HELDOUT_ROWS` held-out rows up (here the
+    30 of 300) and "none" below, the same fit bit for bit either way (the encoding chosen alike)."""
+    import dubito.variance_scale as variance_scale_module
+
+    X, y = data
+    scaled, plain = fitted
+    for threshold, reference in ((30, scaled), (31, plain)):
+        monkeypatch.setattr(variance_scale_module, "AUTO_MIN_HELDOUT_ROWS", threshold)
+        auto = DeepEnsembleRegressor(**FAST, variance_scaling="auto").fit(X, y)
+        assert auto.variance_scale_ == reference.variance_scale_
+        assert auto.input_encoding_ == reference.input_encoding_
+        p, q = auto.predict_distribution(X[:20]), reference.predict_distribution(X[:20])
+        np.testing.assert_array_equal(p.means, q.means)
+        np.testing.assert_array_equal(p.variances, q.variances)
+    auto.save(tmp_path / "a.safetensors")
+    back = DeepEnsembleRegressor.load(tmp_path / "a.safetensors")
+    assert back.variance_scaling == "auto" and back.variance_scale_ == 1.0

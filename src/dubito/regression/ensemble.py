@@ -84,7 +84,7 @@ from dubito.regression.input_encoding import (
 )
 from dubito.search_space import Choice, Float
 from dubito.training_checkpoint import check_resume, estimator_settings
-from dubito.variance_scale import VARIANCE_SCALINGS, fit_variance_scale
+from dubito.variance_scale import AUTO_VARIANCE_SCALINGS, fit_variance_scale, scales_on
 
 __all__ = [
     "LR_DROPS",
@@ -229,13 +229,16 @@ class DeepEnsembleRegressor(DubitoRegressor):
         "auto": 20 epochs or 1,000 optimiser steps, whichever is longer (on the standard UCI
         splits' training rows less the held-out tenth: yacht 250 epochs, boston 143, energy 100,
         concrete 72, wine 48; kin8nm and larger 20), from the same validation rows.
-    variance_scaling : {"heldout", "none"}, default "heldout"
+    variance_scaling : {"heldout", "auto", "none"}, default "heldout"
         "heldout": after training, every component variance (aleatoric and epistemic alike) is
         multiplied by one scale c fitted on the held-out rows by their NLL with a log-normal
         prior (`dubito.variance_scale`: sigma scaling, Laves et al. 2020; an ensemble of
         calibrated members is under-confident, Rahaman & Thiery 2021). Without held-out rows
         c = 1. Naval split 0: c = 0.082, coverage@95 0.999 -> 0.986, NLL -6.51 -> -7.06;
-        diabetes splits 0-9: mean coverage 0.969 -> 0.967, NLL 5.43 either way.
+        diabetes splits 0-9: mean coverage 0.969 -> 0.967, NLL 5.43 either way. "auto": "heldout"
+        from `dubito.variance_scale.AUTO_MIN_HELDOUT_ROWS` held-out rows up, c = 1 below (MC
+        dropout's rule): the rows that stop training also fit c, which makes it small where they
+        are few (docs/results/heldout-scale-optimism.md).
     tail_df : float > 2 or None, default 6.0
         nu: each component becomes a Student-t with nu degrees of freedom and the component's
         mean and variance (`dubito.predictive.StudentTMixture`), so only the tails change; the
@@ -368,7 +371,7 @@ class DeepEnsembleRegressor(DubitoRegressor):
             checkpoint_every=check_int(self.checkpoint_every, "checkpoint_every", min_value=1),
             validation_fraction=check_validation_fraction(self.validation_fraction),
             patience=check_patience(self.patience, allow_auto=True),
-            variance_scaling=check_choice(self.variance_scaling, "variance_scaling", VARIANCE_SCALINGS),
+            variance_scaling=check_choice(self.variance_scaling, "variance_scaling", AUTO_VARIANCE_SCALINGS),
             tail_df=None if self.tail_df is None else check_df(self.tail_df),
             input_encoding=check_choice(self.input_encoding, "input_encoding", INPUT_ENCODINGS),
         )
@@ -457,7 +460,7 @@ class DeepEnsembleRegressor(DubitoRegressor):
         self.gammas_ = self._compute_gammas(Xs)
         self.variance_scale_ = 1.0
         self._after_training(Xs, ys, seed)
-        if s["variance_scaling"] == "heldout" and val_rows.size:
+        if scales_on(s["variance_scaling"], val_rows.size):
             self.variance_scale_ = fit_variance_scale(self.predict_distribution(X[val_rows]), y[val_rows])
 
     def _encode(self, Xs: np.ndarray) -> np.ndarray:
