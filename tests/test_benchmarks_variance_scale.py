@@ -20,6 +20,8 @@ CASES = [
       for m in ("ensemble", "mdn", "mfvi")],
     *[(["heldout_scale_optimism.py", "--method", m, "--separate"], "docs/results/heldout-scale-optimism",
        f"separate-{m}.jsonl") for m in ("ensemble", "mdn")],
+    (["heldout_scale_optimism.py", "--method", "ensemble", "--auto"], "docs/results/heldout-scale-optimism",
+     "auto-ensemble.jsonl"),
 ]
 
 
