@@ -231,14 +231,11 @@ class DeepEnsembleRegressor(DubitoRegressor):
         concrete 72, wine 48; kin8nm and larger 20), from the same validation rows.
     variance_scaling : {"heldout", "auto", "none"}, default "heldout"
         "heldout": after training, every component variance (aleatoric and epistemic alike) is
-        multiplied by one scale c fitted on the held-out rows by their NLL with a log-normal
-        prior (`dubito.variance_scale`: sigma scaling, Laves et al. 2020; an ensemble of
-        calibrated members is under-confident, Rahaman & Thiery 2021). Without held-out rows
-        c = 1. Naval split 0: c = 0.082, coverage@95 0.999 -> 0.986, NLL -6.51 -> -7.06;
-        diabetes splits 0-9: mean coverage 0.969 -> 0.967, NLL 5.43 either way. "auto": "heldout"
-        from `dubito.variance_scale.AUTO_MIN_HELDOUT_ROWS` held-out rows up, c = 1 below (MC
-        dropout's rule): the rows that stop training also fit c, which makes it small where they
-        are few (docs/results/heldout-scale-optimism.md).
+        multiplied by one c fitted on the held-out rows by their NLL with a log-normal prior
+        (`dubito.variance_scale`: sigma scaling, Laves et al. 2020; an ensemble of calibrated
+        members is under-confident, Rahaman & Thiery 2021); c = 1 without held-out rows. Naval
+        split 0: c = 0.082, coverage@95 0.999 -> 0.986, NLL -6.51 -> -7.06. "auto": c only from 100
+        held-out rows up (MC dropout's rule; docs/results/heldout-scale-optimism.md).
     tail_df : float > 2 or None, default 6.0
         nu: each component becomes a Student-t with nu degrees of freedom and the component's
         mean and variance (`dubito.predictive.StudentTMixture`), so only the tails change; the
