@@ -24,7 +24,7 @@ seeds 0-2), where tau 0.25 / 0.5 / 1 / no prior moved the mean test NLL against 
 0.05); 0.5 is the middle of that flat range (a factor e^{+-1} at two prior sd).
 
 The estimators fit c on the rows that also chose their stopping epoch, which makes c a little small:
-on validation rows a c from fresh rows was 1.25x the MDN's and 1.17x the ensemble's, worth 0.02 NLL,
+on validation rows a c from fresh rows was 1.25x the MDN's and 1.21x the ensemble's, worth 0.02 NLL,
 while stopping and scaling on separate halves of the held-out share lost more than that
 (docs/results/heldout-scale-optimism.md), so one share does both.
 """

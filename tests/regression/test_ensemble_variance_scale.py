@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+import dubito.variance_scale as variance_scale_module
 from dubito import io
 from dubito.early_stopping import holdout_split
 from dubito.predictive import GaussianMixture, StudentTMixture
@@ -90,8 +91,6 @@ def test_tail_df_is_saved_and_files_without_it_load_gaussian(data, fitted, tmp_p
 def test_auto_scales_from_enough_heldout_rows_only(data, fitted, tmp_path, monkeypatch):
     """``variance_scaling="auto"`` is "heldout" from `AUTO_MIN_HELDOUT_ROWS` held-out rows up (here the
     30 of 300) and "none" below, the same fit bit for bit either way (the encoding chosen alike)."""
-    import dubito.variance_scale as variance_scale_module
-
     X, y = data
     scaled, plain = fitted
     for threshold, reference in ((30, scaled), (31, plain)):
