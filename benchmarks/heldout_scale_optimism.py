@@ -50,19 +50,30 @@ SETS = ["boston", "concrete", "energy", "yacht", "wine"]
 METHODS = ("ensemble", "mdn", "mfvi")
 
 
+def _fit(method: str, X, y, seed: int, **settings):
+    """``method`` (`dubito.methods`, its defaults but ``settings``) fitted quietly on (X, y); (it, seconds)."""
+    from dubito.methods import get_method
+
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = get_method(method).make(random_state=seed, progress=False, **settings).fit(X, y)
+    return est, time.perf_counter() - t0
+
+
+def _scored(est, X_score, y_score, secs: float) -> dict:
+    """A record's variant: the scores of ``est`` on the scoring rows, its c and its fit seconds."""
+    return dict(score(est.predict_distribution(X_score), y_score), c=float(est.variance_scale_), sec=secs)
+
+
 def fit_and_score(method: str, X, y, X_score, y_score, seed: int) -> dict:
     """One fit of ``method``'s defaults; c_fresh from each half of the scoring rows, and the other
     half's scores with c = 1, c_heldout and c_fresh."""
     import numpy as np
 
-    from dubito.methods import get_method
     from dubito.variance_scale import fit_variance_scale, scale_mixture
 
-    t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        est = get_method(method).make(random_state=seed, progress=False).fit(X, y)
-    secs = time.perf_counter() - t0
+    est, secs = _fit(method, X, y, seed)
     c_held = float(est.variance_scale_)
     order = np.random.default_rng([seed, 25]).permutation(len(y_score))
     halves = np.array_split(order, 2)
@@ -84,22 +95,16 @@ def fit_and_score(method: str, X, y, X_score, y_score, seed: int) -> dict:
     return dict(method=method, c_heldout=c_held, best_epoch=best_epoch, sec=secs, halves=out)
 
 
-#: the two variants each comparing mode fits, and the fit function that makes them
+#: the two variants each comparing mode fits (the base first)
 PAIRS = {"separate": ("joint", "separate"), "auto": ("heldout", "auto")}
 
 
 def fit_and_score_auto(method: str, X, y, X_score, y_score, seed: int) -> dict:
     """``method`` fitted with ``variance_scaling="heldout"`` and with "auto", scored on the same rows."""
-    from dubito.methods import get_method
-
     out = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for variant in PAIRS["auto"]:
-            t0 = time.perf_counter()
-            est = get_method(method).make(random_state=seed, progress=False, variance_scaling=variant).fit(X, y)
-            out[variant] = dict(score(est.predict_distribution(X_score), y_score), c=float(est.variance_scale_),
-                                sec=time.perf_counter() - t0)
+    for variant in PAIRS["auto"]:
+        est, secs = _fit(method, X, y, seed, variance_scaling=variant)
+        out[variant] = _scored(est, X_score, y_score, secs)
     return out
 
 
@@ -108,28 +113,18 @@ def fit_and_score_separate(method: str, X, y, X_score, y_score, seed: int) -> di
     the same rows."""
     import numpy as np
 
-    from dubito.methods import get_method
     from dubito.variance_scale import fit_variance_scale
 
     n = len(y)
     aside = np.zeros(n, dtype=bool)
     aside[np.random.default_rng([seed, 26]).permutation(n)[:round(0.05 * n)]] = True
-    out = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for variant in ("joint", "separate"):
-            t0 = time.perf_counter()
-            if variant == "joint":
-                est = get_method(method).make(random_state=seed, progress=False).fit(X, y)
-            else:
-                kept = ~aside
-                est = get_method(method).make(random_state=seed, progress=False,
-                                              validation_fraction=0.05 * n / kept.sum()).fit(X[kept], y[kept])
-                est.variance_scale_ = 1.0
-                est.variance_scale_ = fit_variance_scale(est.predict_distribution(X[aside]), y[aside])
-            out[variant] = dict(score(est.predict_distribution(X_score), y_score), c=float(est.variance_scale_),
-                                sec=time.perf_counter() - t0)
-    return out
+    joint, joint_secs = _fit(method, X, y, seed)
+    t0 = time.perf_counter()
+    est, _ = _fit(method, X[~aside], y[~aside], seed, validation_fraction=0.05 * n / (~aside).sum())
+    est.variance_scale_ = 1.0
+    est.variance_scale_ = fit_variance_scale(est.predict_distribution(X[aside]), y[aside])
+    return dict(joint=_scored(joint, X_score, y_score, joint_secs),
+                separate=_scored(est, X_score, y_score, time.perf_counter() - t0))
 
 
 def pair_table(path: str, a: str, b: str) -> None:
